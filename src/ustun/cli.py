@@ -1,0 +1,160 @@
+"""The `ustun` command: serve, worker, migrate, keys."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any, TypeVar
+
+import typer
+import uvicorn
+
+from ustun.service import create_app
+from ustun.service.accounts import DEFAULT_ACCOUNT, bootstrap, create_key
+from ustun.service.worker import Worker
+from ustun.settings import Settings
+from ustun.store import Database
+from ustun.store.migrate import SchemaOutOfDate, check_current, upgrade
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    help="ustun: idempotency keys, optimistic concurrency, async jobs and webhooks.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+keys = typer.Typer(help="Manage API keys.", no_args_is_help=True)
+app.add_typer(keys, name="keys")
+
+
+def _settings(**overrides: object) -> Settings:
+    settings = Settings()
+    return settings.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+
+
+def _setup_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    # Alembic announces its context on every schema check; only its warnings matter here.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def _run(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run `main` in a fresh event loop; an out-of-date schema exits 1 with what to do."""
+    try:
+        return asyncio.run(main())
+    except SchemaOutOfDate as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+async def _prepare(db: Database, migrate: bool) -> None:
+    """Migrate (or refuse an old schema), then make the first key on an empty database."""
+    if migrate:
+        await upgrade(db)
+    else:
+        await check_current(db)
+    key = await bootstrap(db)
+    if key is not None:
+        typer.echo(
+            f"Created account '{DEFAULT_ACCOUNT}'. Its API key, shown only this once:\n\n"
+            f"    {key}\n\nSend it as `Authorization: Bearer <key>`.",
+            err=True,
+        )
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Interface to bind [env USTUN_HOST].")] = None,
+    port: Annotated[int | None, typer.Option(help="Port [env USTUN_PORT].")] = None,
+    worker: Annotated[bool, typer.Option(help="Run the background worker in-process.")] = True,
+    migrate: Annotated[bool, typer.Option(help="Migrate the database before serving.")] = True,
+) -> None:
+    """Migrate the database, then serve the API (with an embedded worker)."""
+    settings = _settings(host=host, port=port)
+    _setup_logging(settings)
+
+    async def serve_forever() -> None:
+        db = Database(settings.database_url)
+        try:
+            await _prepare(db, migrate)
+            config = uvicorn.Config(
+                create_app(settings, db=db, worker=worker),
+                host=settings.host,
+                port=settings.port,
+                log_level=settings.log_level.lower(),
+                lifespan="on",
+            )
+            await uvicorn.Server(config).serve()
+        finally:
+            await db.dispose()
+
+    _run(serve_forever)
+
+
+@app.command("worker")
+def worker_command(
+    concurrency: Annotated[int, typer.Option(min=1, help="Jobs run at once.")] = 4,
+) -> None:
+    """Run background work (jobs, webhook dispatch, sweepers) until SIGTERM or SIGINT."""
+    settings = _settings()
+    _setup_logging(settings)
+
+    async def work() -> None:
+        db = Database(settings.database_url)
+        try:
+            await check_current(db)
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            await Worker(db, settings, concurrency=concurrency).run_until(stop)
+        finally:
+            await db.dispose()
+
+    _run(work)
+
+
+@app.command()
+def migrate() -> None:
+    """Bring the database schema up to date."""
+    settings = _settings()
+
+    async def migrate_db() -> None:
+        db = Database(settings.database_url)
+        try:
+            await upgrade(db)
+        finally:
+            await db.dispose()
+
+    _run(migrate_db)
+    typer.echo("database schema is up to date", err=True)
+
+
+@keys.command("create")
+def keys_create(
+    account: Annotated[str, typer.Option(help="Account name; created if new.")] = DEFAULT_ACCOUNT,
+) -> None:
+    """Create an API key and print it, alone, on stdout."""
+    settings = _settings()
+
+    async def make_key() -> str:
+        db = Database(settings.database_url)
+        try:
+            await check_current(db)
+            return await create_key(db, account)
+        finally:
+            await db.dispose()
+
+    typer.echo(_run(make_key))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,15 @@
+"""The one clock: timezone-aware UTC now, and RFC 3339 formatting."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def now() -> datetime:
+    """Current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+def rfc3339(moment: datetime) -> str:
+    """Format as RFC 3339 UTC with a `Z` suffix and millisecond precision."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

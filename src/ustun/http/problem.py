@@ -1,0 +1,174 @@
+"""RFC 9457 problem details: the one builder and the catalogue of problem types ustun emits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MEDIA_TYPE = "application/problem+json"
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemType:
+    """One entry of the catalogue: the slug in the `type` URI, its status, title and help text."""
+
+    slug: str
+    status: int
+    title: str
+    description: str
+
+
+CATALOGUE: Mapping[str, ProblemType] = {
+    p.slug: p
+    for p in (
+        ProblemType(
+            "idempotency-key-missing",
+            400,
+            "Idempotency-Key required",
+            "This route changes state and requires an Idempotency-Key header so that a retry "
+            "can never apply the change twice. Send a unique value (a UUIDv4 is ideal) and "
+            "reuse it, unchanged, on every retry of the same operation.",
+        ),
+        ProblemType(
+            "idempotency-key-invalid",
+            400,
+            "Invalid Idempotency-Key",
+            'The Idempotency-Key header must be a structured-field string ("...") or a bare '
+            "token of 1 to 255 visible ASCII characters, sent once.",
+        ),
+        ProblemType(
+            "idempotency-in-progress",
+            409,
+            "Request with this Idempotency-Key is in progress",
+            "A request with the same Idempotency-Key is still being processed. Wait for the "
+            "number of seconds in Retry-After and retry with the same key and body: you will "
+            "get the stored result.",
+        ),
+        ProblemType(
+            "idempotency-key-reused",
+            422,
+            "Idempotency-Key reused with a different request",
+            "This Idempotency-Key was already used for a request with another method, path or "
+            "body. Use a new key for a new operation.",
+        ),
+        ProblemType(
+            "precondition-required",
+            428,
+            "Precondition required",
+            "This write must be conditional so that it cannot overwrite someone else's change. "
+            "Read the resource, then send its ETag in If-Match.",
+        ),
+        ProblemType(
+            "precondition-failed",
+            412,
+            "Precondition failed",
+            "The resource changed since you read it (or does not exist in the state your "
+            "precondition assumed). Re-read it, re-apply your change and send the new ETag.",
+        ),
+        ProblemType(
+            "state-conflict",
+            409,
+            "State conflict",
+            "The request conflicts with the current state of the resource under the business "
+            "rules, for example cancelling a payment that already succeeded.",
+        ),
+        ProblemType(
+            "insufficient-funds",
+            409,
+            "Insufficient funds",
+            "The source account's balance is smaller than the amount of the transfer.",
+        ),
+        ProblemType(
+            "validation-error",
+            422,
+            "Validation error",
+            "The request body or parameters do not match the schema. The `errors` member lists "
+            "each offending field with what was expected.",
+        ),
+        ProblemType(
+            "not-found",
+            404,
+            "Not found",
+            "No resource exists at this URL for your account.",
+        ),
+        ProblemType(
+            "method-not-allowed",
+            405,
+            "Method not allowed",
+            "The resource exists but does not support this method. The Allow header lists the "
+            "methods it does support.",
+        ),
+        ProblemType(
+            "unauthorized",
+            401,
+            "Unauthorized",
+            "Send a valid API key as `Authorization: Bearer <key>`. `ustun keys create` makes one.",
+        ),
+        ProblemType(
+            "payload-too-large",
+            413,
+            "Payload too large",
+            "The request body is larger than this server accepts.",
+        ),
+        ProblemType(
+            "unsupported-media-type",
+            415,
+            "Unsupported media type",
+            "The request body's Content-Type is not one this route accepts.",
+        ),
+        ProblemType(
+            "not-ready",
+            503,
+            "Not ready",
+            "The service cannot reach its database or the schema is not migrated yet.",
+        ),
+        ProblemType(
+            "internal-error",
+            500,
+            "Internal server error",
+            "Something failed on the server. Nothing was committed; it is safe to retry with "
+            "the same Idempotency-Key. Quote the request id when reporting it.",
+        ),
+    )
+}
+
+
+def problem_type_uri(slug: str, base: str = "") -> str:
+    """The `type` URI of a slug: `<base>/problems/<slug>` (relative when base is empty)."""
+    return f"{base.rstrip('/')}/problems/{slug}"
+
+
+def problem(
+    slug: str,
+    detail: str,
+    *,
+    base: str = "",
+    status: int | None = None,
+    title: str | None = None,
+    instance: str | None = None,
+    **extensions: Any,
+) -> dict[str, Any]:
+    """Build a problem details object; status and title default to the catalogue's."""
+    known = CATALOGUE.get(slug)
+    if known is not None:
+        status = known.status if status is None else status
+        title = known.title if title is None else title
+    if status is None or title is None:
+        raise ValueError(f"unknown problem slug {slug!r}: pass status and title explicitly")
+    body: dict[str, Any] = {
+        "type": problem_type_uri(slug, base),
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if instance is not None:
+        body["instance"] = instance
+    body.update(extensions)
+    return body
+
+
+def encode(body: Mapping[str, Any]) -> bytes:
+    """Serialise a problem object as compact UTF-8 JSON."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()

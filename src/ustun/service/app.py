@@ -1,0 +1,47 @@
+"""The application factory of the reference service."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from ustun import __version__
+from ustun.service import health, payments, problems
+from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware
+from ustun.service.worker import Worker
+from ustun.settings import Settings
+from ustun.store import Database
+
+
+def create_app(
+    settings: Settings | None = None, *, db: Database | None = None, worker: bool = False
+) -> FastAPI:
+    """Build the service; with `worker=True` the background worker runs inside the app."""
+    settings = settings or Settings()
+    database = db or Database(settings.database_url)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        background = Worker(database, settings) if worker else None
+        if background is not None:
+            await background.start()
+        try:
+            yield
+        finally:
+            if background is not None:
+                await background.stop()
+            if db is None:
+                await database.dispose()
+
+    app = FastAPI(title="ustun", version=__version__, lifespan=lifespan)
+    app.state.db = database
+    app.state.settings = settings
+    problems.install(app)
+    app.include_router(health.router)
+    app.include_router(payments.router)
+    # Added last, so it runs first: every response, even a 401, carries the request id.
+    app.add_middleware(AuthMiddleware, db=database)
+    app.add_middleware(RequestIdMiddleware)
+    return app

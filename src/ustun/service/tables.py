@@ -1,0 +1,23 @@
+"""Tables of the reference service's business resources."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Column, ForeignKey, Integer, String, Table, Text
+
+from ustun.store.tables import metadata
+from ustun.store.types import UTCDateTime
+
+payments = Table(
+    "payments",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False),
+    Column("amount", BigInteger(), nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("order_id", BigInteger(), nullable=True),
+    Column("description", Text(), nullable=True),
+    Column("status", String(16), nullable=False),
+    Column("version", Integer(), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+)

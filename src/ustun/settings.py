@@ -1,0 +1,54 @@
+"""The one settings object: every setting from the environment with the `USTUN_` prefix."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite:///./ustun.db"
+DEFAULT_IDEMPOTENCY_TTL = 86_400
+DEFAULT_IDEMPOTENCY_LEASE = 30
+DEFAULT_WEBHOOK_RETRY_SCHEDULE = (5, 300, 1_800, 7_200, 18_000, 36_000, 50_400, 72_000, 86_400)
+DEFAULT_WEBHOOK_TIMEOUT = 15
+DEFAULT_SIGNATURE_TOLERANCE = 300
+
+
+class Settings(BaseSettings):
+    """Service settings; durations are in seconds. Tests may shorten any of them."""
+
+    model_config = SettingsConfigDict(env_prefix="USTUN_", extra="ignore")
+
+    database_url: str = DEFAULT_DATABASE_URL
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65_535)
+    idempotency_ttl: float = Field(default=DEFAULT_IDEMPOTENCY_TTL, gt=0)
+    idempotency_lease: float = Field(default=DEFAULT_IDEMPOTENCY_LEASE, gt=0)
+    webhook_retry_schedule: str = ",".join(str(s) for s in DEFAULT_WEBHOOK_RETRY_SCHEDULE)
+    webhook_timeout: float = Field(default=DEFAULT_WEBHOOK_TIMEOUT, gt=0)
+    webhook_allow_private: bool = False
+    signature_tolerance: int = Field(default=DEFAULT_SIGNATURE_TOLERANCE, ge=0)
+    secret_key: str | None = None
+    log_level: str = "info"
+
+    @field_validator("webhook_retry_schedule")
+    @classmethod
+    def _schedule_is_numbers(cls, value: str) -> str:
+        try:
+            delays = [float(part) for part in value.split(",") if part.strip()]
+        except ValueError:
+            raise ValueError("must be comma-separated seconds, e.g. 5,300,1800") from None
+        if any(d < 0 for d in delays):
+            raise ValueError("delays must not be negative")
+        return value
+
+    @field_validator("secret_key")
+    @classmethod
+    def _secret_key_long_enough(cls, value: str | None) -> str | None:
+        if value is not None and len(value) < 32:
+            raise ValueError("USTUN_SECRET_KEY must be at least 32 characters")
+        return value
+
+    @property
+    def retry_schedule(self) -> tuple[float, ...]:
+        """The webhook retry delays as numbers."""
+        return tuple(float(p) for p in self.webhook_retry_schedule.split(",") if p.strip())

@@ -1,0 +1,108 @@
+"""One `Database` per process: the async engine for SQLite or PostgreSQL, tuned for each.
+
+SQLite runs in WAL mode with foreign keys on and a busy timeout; write transactions start with
+`BEGIN IMMEDIATE` (so two writers never deadlock on a lock upgrade) and are serialised within
+the process by an asyncio lock, so they queue without spinning on the busy handler. Reads use
+plain deferred transactions and run concurrently with the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from ustun.store.uow import UnitOfWork, current_unit_of_work
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+_WRITE = "ustun_write"
+
+
+def async_url(url: str) -> str:
+    """Map `sqlite:///…` and `postgresql://…` to their async drivers; leave explicit ones."""
+    parsed = make_url(url)
+    backend, _, driver = parsed.drivername.partition("+")
+    if backend == "sqlite":
+        return str(parsed.set(drivername="sqlite+aiosqlite")) if driver in ("", "pysqlite") else url
+    if backend in ("postgresql", "postgres"):
+        if driver in ("", "psycopg2", "psycopg"):
+            return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
+        return url
+    raise ValueError(
+        f"unsupported database URL {parsed.drivername!r}: use sqlite:///path or postgresql://…"
+    )
+
+
+class Database:
+    """The engine plus the rules for starting read and write transactions on it."""
+
+    def __init__(self, url: str, *, pool_size: int = 10, echo: bool = False) -> None:
+        self.url = async_url(url)
+        self.is_sqlite = self.url.startswith("sqlite")
+        kwargs: dict[str, Any] = {"echo": echo}
+        if self.is_sqlite:
+            kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+        else:
+            kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False)
+        self.engine: AsyncEngine = create_async_engine(self.url, **kwargs)
+        self._write_lock = asyncio.Lock() if self.is_sqlite else None
+        if self.is_sqlite:
+            _configure_sqlite(self.engine)
+
+    @property
+    def dialect(self) -> str:
+        """`sqlite` or `postgresql`."""
+        return self.engine.dialect.name
+
+    @asynccontextmanager
+    async def unit_of_work(self) -> AsyncIterator[UnitOfWork]:
+        """One write transaction; joins the unit of work already open in this context, if any."""
+        ambient = current_unit_of_work()
+        if ambient is not None:
+            yield ambient
+            return
+        if self._write_lock is None:
+            async with self.engine.connect() as conn, UnitOfWork.run(conn) as uow:
+                yield uow
+            return
+        async with self._write_lock, self.engine.connect() as conn:
+            await conn.execution_options(**{_WRITE: True})
+            async with UnitOfWork.run(conn) as uow:
+                yield uow
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A read-only transaction; inside a unit of work, its connection (to see its writes)."""
+        ambient = current_unit_of_work()
+        if ambient is not None:
+            yield ambient.conn
+            return
+        async with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    async def dispose(self) -> None:
+        """Close every pooled connection."""
+        await self.engine.dispose()
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy's begin event, not the driver, decide how transactions start.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        write = conn.get_execution_options().get(_WRITE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

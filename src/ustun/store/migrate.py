@@ -1,0 +1,66 @@
+"""Schema migrations with Alembic, driven from code (`ustun migrate`, `ustun serve`)."""
+
+from __future__ import annotations
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, text
+
+from ustun.store.engine import Database
+
+SCRIPT_LOCATION = "ustun.store:migrations"
+# Any constant works: it only has to be the same for every ustun process sharing a database.
+_PG_MIGRATION_LOCK = 0x75737475
+
+
+class SchemaOutOfDate(RuntimeError):
+    """The database schema is older (or newer) than this version of ustun expects."""
+
+
+def _config(conn: Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", SCRIPT_LOCATION)
+    if conn is not None:
+        config.attributes["connection"] = conn
+    return config
+
+
+def head_revision() -> str | None:
+    """The newest revision this version of ustun ships."""
+    return ScriptDirectory.from_config(_config()).get_current_head()
+
+
+def _current(conn: Connection) -> str | None:
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+async def current_revision(db: Database) -> str | None:
+    """The revision the database is at (None when it was never migrated)."""
+    async with db.engine.connect() as conn:
+        return await conn.run_sync(_current)
+
+
+async def upgrade(db: Database) -> None:
+    """Bring the schema to the newest revision; safe to run from many processes at once."""
+
+    def _upgrade(conn: Connection) -> None:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
+        command.upgrade(_config(conn), "head")
+
+    async with db.engine.connect() as conn:
+        await conn.execution_options(ustun_write=True)
+        async with conn.begin():
+            await conn.run_sync(_upgrade)
+
+
+async def check_current(db: Database) -> None:
+    """Raise `SchemaOutOfDate` with what to do unless the schema is at the newest revision."""
+    current, head = await current_revision(db), head_revision()
+    if current != head:
+        raise SchemaOutOfDate(
+            f"database schema is at revision {current or 'none'}, this ustun needs {head}: "
+            "run `ustun migrate` (or start `ustun serve` without --no-migrate)"
+        )

@@ -1,0 +1,117 @@
+"""Fixtures: every storage-touching test runs on SQLite and on a real PostgreSQL.
+
+PostgreSQL: a fresh database per test session on 127.0.0.1:5432 (or `USTUN_TEST_PG_URL`),
+dropped afterwards. Each test gets its own account, so tests never see each other's data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from ustun.service import create_app
+from ustun.service.accounts import create_key
+from ustun.settings import Settings
+from ustun.store import Database
+from ustun.store.migrate import upgrade
+
+PG_SERVER = os.environ.get("USTUN_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+BACKENDS = ["sqlite", "postgresql"]
+
+
+async def _pg_admin(sql: str) -> None:
+    conn = await asyncpg.connect(PG_SERVER.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def _migrate(url: str) -> None:
+    db = Database(url)
+    try:
+        await upgrade(db)
+    finally:
+        await db.dispose()
+
+
+def make_pg_database() -> tuple[str, str]:
+    """Create an empty PostgreSQL database; return its name and URL."""
+    name = f"ustun_test_{uuid.uuid4().hex[:12]}"
+    try:
+        asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    except OSError as exc:  # pragma: no cover - the environment, not the code
+        pytest.fail(f"PostgreSQL is not answering at {PG_SERVER} ({exc}); start it (.ci/run does)")
+    base = PG_SERVER.rsplit("/", 1)[0]
+    return name, f"{base}/{name}"
+
+
+def drop_pg_database(name: str) -> None:
+    """Drop a database made by `make_pg_database`, closing what still holds it."""
+    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A migrated PostgreSQL database for this test session."""
+    name, url = make_pg_database()
+    asyncio.run(_migrate(url))
+    yield url
+    drop_pg_database(name)
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A migrated SQLite database file for this test session."""
+    path: Path = tmp_path_factory.mktemp("sqlite") / "ustun.db"
+    url = f"sqlite:///{path}"
+    asyncio.run(_migrate(url))
+    return url
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest) -> str:
+    """The URL of a migrated database, once per backend."""
+    url: str = request.getfixturevalue(f"{request.param}_url")
+    return url
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    """A `Database` on the current backend, bound to this test's event loop."""
+    database = Database(database_url)
+    yield database
+    await database.dispose()
+
+
+@pytest.fixture
+async def api_key(db: Database) -> str:
+    """A key of a brand-new account, so the test sees only its own data."""
+    return await create_key(db, f"test-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    """Settings for an in-process app on the current backend."""
+    return Settings(database_url=database_url)
+
+
+@pytest.fixture
+async def client(settings: Settings, db: Database, api_key: str) -> AsyncIterator[httpx.AsyncClient]:
+    """An authenticated HTTP client talking to the app in-process (lifespan included)."""
+    app = create_app(settings, db=db)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport,
+            base_url="http://testserver",
+            headers={"authorization": f"Bearer {api_key}"},
+        ) as http:
+            yield http

@@ -1,0 +1,100 @@
+"""Helpers for tests that run real `ustun` processes and wait on real conditions."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import httpx
+
+T = TypeVar("T")
+USTUN = str(Path(sys.executable).with_name("ustun"))
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for(
+    condition: Callable[[], T | None], *, timeout: float = 20.0, interval: float = 0.05, what: str
+) -> T:
+    """Poll `condition` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+class UstunProcess:
+    """`ustun <args>` as a subprocess with its own environment, output captured to a file."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.args = args
+        self.env = {**os.environ, **env}
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> UstunProcess:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen([USTUN, *self.args], env=self.env, stdout=log, stderr=log)
+        return self
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: the process gets no chance to clean up."""
+        if self.proc is not None and self.alive():
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> int:
+        """SIGTERM and wait for a graceful exit; return the exit code."""
+        assert self.proc is not None
+        if self.alive():
+            self.proc.terminate()
+        return self.proc.wait(20)
+
+
+class Server(UstunProcess):
+    """`ustun serve` on a free port; `start()` returns once `/healthz` answers."""
+
+    def __init__(self, database_url: str, log_path: Path, *extra: str, **env: str) -> None:
+        self.port = free_port()
+        super().__init__(
+            ["serve", "--port", str(self.port), *extra],
+            {"USTUN_DATABASE_URL": database_url, **env},
+            log_path,
+        )
+        self.base_url = f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Server:
+        super().start()
+
+        def healthy() -> bool:
+            if not self.alive():
+                raise AssertionError(f"ustun serve exited early:\n{self.output()}")
+            try:
+                return httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(healthy, timeout=30, what="ustun serve to answer /healthz")
+        return self
