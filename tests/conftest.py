@@ -6,63 +6,25 @@ dropped afterwards. Each test gets its own account, so tests never see each othe
 
 from __future__ import annotations
 
-import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import asyncpg
 import httpx
 import pytest
 
+from support import BACKENDS, drop_pg_database, make_pg_database, migrate_database
 from ustun.service import create_app
 from ustun.service.accounts import create_key
 from ustun.settings import Settings
 from ustun.store import Database
-from ustun.store.migrate import upgrade
-
-PG_SERVER = os.environ.get("USTUN_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-BACKENDS = ["sqlite", "postgresql"]
-
-
-async def _pg_admin(sql: str) -> None:
-    conn = await asyncpg.connect(PG_SERVER.replace("postgresql+asyncpg", "postgresql"))
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-
-
-async def _migrate(url: str) -> None:
-    db = Database(url)
-    try:
-        await upgrade(db)
-    finally:
-        await db.dispose()
-
-
-def make_pg_database() -> tuple[str, str]:
-    """Create an empty PostgreSQL database; return its name and URL."""
-    name = f"ustun_test_{uuid.uuid4().hex[:12]}"
-    try:
-        asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
-    except OSError as exc:  # pragma: no cover - the environment, not the code
-        pytest.fail(f"PostgreSQL is not answering at {PG_SERVER} ({exc}); start it (.ci/run does)")
-    base = PG_SERVER.rsplit("/", 1)[0]
-    return name, f"{base}/{name}"
-
-
-def drop_pg_database(name: str) -> None:
-    """Drop a database made by `make_pg_database`, closing what still holds it."""
-    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
+def postgresql_url() -> Iterator[str]:
     """A migrated PostgreSQL database for this test session."""
     name, url = make_pg_database()
-    asyncio.run(_migrate(url))
+    migrate_database(url)
     yield url
     drop_pg_database(name)
 
@@ -72,7 +34,7 @@ def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A migrated SQLite database file for this test session."""
     path: Path = tmp_path_factory.mktemp("sqlite") / "ustun.db"
     url = f"sqlite:///{path}"
-    asyncio.run(_migrate(url))
+    migrate_database(url)
     return url
 
 
@@ -104,7 +66,9 @@ def settings(database_url: str) -> Settings:
 
 
 @pytest.fixture
-async def client(settings: Settings, db: Database, api_key: str) -> AsyncIterator[httpx.AsyncClient]:
+async def client(
+    settings: Settings, db: Database, api_key: str
+) -> AsyncIterator[httpx.AsyncClient]:
     """An authenticated HTTP client talking to the app in-process (lifespan included)."""
     app = create_app(settings, db=db)
     async with app.router.lifespan_context(app):

@@ -2,18 +2,66 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import asyncpg
 import httpx
+import pytest
+
+from ustun.store import Database
+from ustun.store.migrate import upgrade
 
 T = TypeVar("T")
+PG_SERVER = os.environ.get("USTUN_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+BACKENDS = ["sqlite", "postgresql"]
+
+
+async def _pg_admin(sql: str) -> None:
+    conn = await asyncpg.connect(PG_SERVER.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def _migrate(url: str) -> None:
+    db = Database(url)
+    try:
+        await upgrade(db)
+    finally:
+        await db.dispose()
+
+
+def make_pg_database() -> tuple[str, str]:
+    """Create an empty PostgreSQL database; return its name and URL."""
+    name = f"ustun_test_{uuid.uuid4().hex[:12]}"
+    try:
+        asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    except OSError as exc:  # pragma: no cover - the environment, not the code
+        pytest.fail(f"PostgreSQL is not answering at {PG_SERVER} ({exc}); start it (.ci/run does)")
+    base = PG_SERVER.rsplit("/", 1)[0]
+    return name, f"{base}/{name}"
+
+
+def drop_pg_database(name: str) -> None:
+    """Drop a database made by `make_pg_database`, closing what still holds it."""
+    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def migrate_database(url: str) -> None:
+    """Bring the database at `url` to the newest schema."""
+    asyncio.run(_migrate(url))
+
+
 USTUN = str(Path(sys.executable).with_name("ustun"))
 
 

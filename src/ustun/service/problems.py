@@ -108,10 +108,12 @@ async def _on_unhandled(request: Request, exc: Exception) -> Response:
         request_id(request),
         exc_info=exc,
     )
+    # This handler runs outside the request-id middleware, so it sets the header itself.
     return problem_response(
         request,
         "internal-error",
         f"Unexpected server error; quote request id {request_id(request)} when reporting it.",
+        headers={"x-request-id": request_id(request)},
     )
 
 

@@ -1,0 +1,159 @@
+import asyncio
+
+import pytest
+from sqlalchemy import insert, select, text
+
+from ustun import clock
+from ustun.service.tables import payments
+from ustun.store import Database, async_url
+from ustun.store.tables import accounts
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("sqlite:///./ustun.db", "sqlite+aiosqlite:///./ustun.db"),
+        ("sqlite:////abs/x.db", "sqlite+aiosqlite:////abs/x.db"),
+        ("postgresql://u@h/db", "postgresql+asyncpg://u@h/db"),
+        ("postgres://u:p@h:5433/db", "postgresql+asyncpg://u:p@h:5433/db"),
+        ("postgresql+asyncpg://u@h/db", "postgresql+asyncpg://u@h/db"),
+        ("sqlite+aiosqlite:///x.db", "sqlite+aiosqlite:///x.db"),
+    ],
+)
+def test_async_url_picks_the_async_driver(given: str, expected: str) -> None:
+    assert async_url(given) == expected
+
+
+def test_async_url_refuses_other_databases() -> None:
+    with pytest.raises(ValueError, match="use sqlite:///path or postgresql://"):
+        async_url("mysql://u@h/db")
+
+
+async def _insert_account(db: Database, name: str) -> None:
+    async with db.unit_of_work() as uow:
+        await uow.conn.execute(
+            insert(accounts).values(id=f"acct_{name}", name=name, created_at=clock.now())
+        )
+
+
+async def _exists(db: Database, name: str) -> bool:
+    async with db.read() as conn:
+        return (await conn.scalar(select(accounts.c.id).where(accounts.c.name == name))) is not None
+
+
+async def test_unit_of_work_commits(db: Database) -> None:
+    name = f"commit-{id(db)}"
+    await _insert_account(db, name)
+    assert await _exists(db, name)
+
+
+async def test_unit_of_work_rolls_back_on_error_and_skips_after_commit(db: Database) -> None:
+    name = f"rollback-{id(db)}"
+    ran: list[str] = []
+
+    async def after() -> None:
+        ran.append("after")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        async with db.unit_of_work() as uow:
+            uow.after_commit(after)
+            await uow.conn.execute(
+                insert(accounts).values(id=f"acct_{name}", name=name, created_at=clock.now())
+            )
+            raise RuntimeError("boom")
+    assert not await _exists(db, name)
+    assert ran == []
+
+
+async def test_hooks_run_in_order_around_commit(db: Database) -> None:
+    name = f"hooks-{id(db)}"
+    seen: list[tuple[str, bool]] = []
+
+    async with db.unit_of_work() as uow:
+
+        async def before() -> None:
+            # Inside the transaction: the handler's write is visible on the same connection.
+            found = await uow.conn.scalar(select(accounts.c.id).where(accounts.c.name == name))
+            seen.append(("before", found is not None))
+
+        async def after() -> None:
+            seen.append(("after", await _exists(db, name)))
+
+        uow.before_commit(before)
+        uow.after_commit(after)
+        await uow.conn.execute(
+            insert(accounts).values(id=f"acct_{name}", name=name, created_at=clock.now())
+        )
+    assert seen == [("before", True), ("after", True)]
+
+
+async def test_failing_before_commit_hook_rolls_everything_back(db: Database) -> None:
+    name = f"hookfail-{id(db)}"
+
+    async def fail() -> None:
+        raise RuntimeError("lease lost")
+
+    with pytest.raises(RuntimeError, match="lease lost"):
+        async with db.unit_of_work() as uow:
+            uow.before_commit(fail)
+            await uow.conn.execute(
+                insert(accounts).values(id=f"acct_{name}", name=name, created_at=clock.now())
+            )
+    assert not await _exists(db, name)
+
+
+async def test_nested_unit_of_work_joins_the_outer_one(db: Database) -> None:
+    name = f"nested-{id(db)}"
+    with pytest.raises(RuntimeError):
+        async with db.unit_of_work() as outer:
+            async with db.unit_of_work() as inner:
+                assert inner is outer
+                await inner.conn.execute(
+                    insert(accounts).values(id=f"acct_{name}", name=name, created_at=clock.now())
+                )
+            raise RuntimeError("outer fails after the inner block finished")
+    assert not await _exists(db, name)
+
+
+async def test_concurrent_writers_never_lose_an_update(db: Database) -> None:
+    """50 concurrent read-then-write transactions (row lock on PostgreSQL, BEGIN IMMEDIATE on
+    SQLite) end with exactly 50 increments."""
+    name = f"counter-{id(db)}"
+    await _insert_account(db, name)
+    now = clock.now()
+    async with db.unit_of_work() as uow:
+        await uow.conn.execute(
+            insert(payments).values(
+                id=f"pay_{name}",
+                account_id=f"acct_{name}",
+                amount=0,
+                currency="EUR",
+                status="pending",
+                version=1,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    row = payments.c.id == f"pay_{name}"
+
+    async def bump() -> None:
+        async with db.unit_of_work() as uow:
+            query = select(payments.c.amount).where(row)
+            if db.dialect == "postgresql":
+                query = query.with_for_update()
+            amount = await uow.conn.scalar(query)
+            await asyncio.sleep(0)
+            await uow.conn.execute(payments.update().where(row).values(amount=amount + 1))
+
+    await asyncio.gather(*(bump() for _ in range(50)))
+    async with db.read() as conn:
+        assert await conn.scalar(select(payments.c.amount).where(row)) == 50
+
+
+async def test_sqlite_runs_in_wal_mode_with_foreign_keys(db: Database) -> None:
+    if not db.is_sqlite:
+        pytest.skip("SQLite pragmas")
+    async with db.read() as conn:
+        assert (await conn.scalar(text("PRAGMA journal_mode"))) == "wal"
+        assert (await conn.scalar(text("PRAGMA foreign_keys"))) == 1
+        assert (await conn.scalar(text("PRAGMA busy_timeout"))) == 30_000
