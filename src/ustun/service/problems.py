@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ustun.errors import ProblemError
+from ustun.http.errors import ProblemError
 from ustun.http.problem import CATALOGUE, MEDIA_TYPE, encode, problem
 
 log = logging.getLogger("ustun.service")
