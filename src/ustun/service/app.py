@@ -7,9 +7,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from ustun import __version__
-from ustun.service import health, payments, problems
+from ustun import __version__, instrumentation
+from ustun.service import health, metrics, payments, problems
+from ustun.service.metrics import Metrics
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware
+from ustun.service.observe import ObserveMiddleware
 from ustun.service.worker import Worker
 from ustun.settings import Settings
 from ustun.store import Database
@@ -21,9 +23,11 @@ def create_app(
     """Build the service; with `worker=True` the background worker runs inside the app."""
     settings = settings or Settings()
     database = db or Database(settings.database_url)
+    observed = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        unhook = instrumentation.add_hook(observed.on_event)
         background = Worker(database, settings) if worker else None
         if background is not None:
             await background.start()
@@ -32,16 +36,20 @@ def create_app(
         finally:
             if background is not None:
                 await background.stop()
+            unhook()
             if db is None:
                 await database.dispose()
 
     app = FastAPI(title="ustun", version=__version__, lifespan=lifespan)
     app.state.db = database
     app.state.settings = settings
+    app.state.metrics = observed
     problems.install(app)
     app.include_router(health.router)
     app.include_router(payments.router)
+    app.include_router(metrics.router)
     # Added last, so it runs first: every response, even a 401, carries the request id.
     app.add_middleware(AuthMiddleware, db=database)
+    app.add_middleware(ObserveMiddleware, metrics=observed, openapi=app.openapi)
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -8,7 +8,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ustun import ids
+from ustun import ids, logs
 from ustun.service.accounts import Account, account_for_key
 from ustun.service.problems import problem_response
 from ustun.store import Database
@@ -34,7 +34,11 @@ class RequestIdMiddleware:
                 MutableHeaders(scope=message)[REQUEST_ID_HEADER] = request_id
             await send(message)
 
-        await self.app(scope, receive, send_with_id)
+        token = logs.bind_request_id(request_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            logs.reset_request_id(token)
 
 
 class AuthMiddleware:
