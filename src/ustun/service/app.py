@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ustun import __version__, instrumentation
-from ustun.service import asyncapi, health, metrics, openapi, payments, problems
+from ustun.service import asyncapi, dashboard, health, metrics, openapi, payments, problems
 from ustun.service.metrics import Metrics
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware
 from ustun.service.observe import ObserveMiddleware
@@ -51,6 +51,7 @@ def create_app(
     app.include_router(payments.router)
     app.include_router(metrics.router)
     app.include_router(asyncapi.router)
+    dashboard.install(app, settings.secret_key)
     # Added last, so it runs first: every response, even a 401, carries the request id.
     app.add_middleware(AuthMiddleware, db=database)
     app.add_middleware(ObserveMiddleware, metrics=observed, openapi=app.openapi)
