@@ -20,9 +20,11 @@ _request_id: ContextVar[str | None] = ContextVar("ustun_request_id", default=Non
 # `ustun_sk_…` API keys, `whsec_…` signing secrets and bearer credentials: never written out.
 _SECRET = re.compile(r"(ustun_sk_|whsec_|(?i:bearer\s+))[A-Za-z0-9_+/=.-]+")
 
-# Attributes every LogRecord has; anything else on a record is an `extra` worth writing.
+# Attributes every LogRecord has (and uvicorn's ANSI copy of its message); anything else on a
+# record is an `extra` worth writing.
 _STANDARD = frozenset(
-    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
+    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()
+    | {"message", "asctime", "color_message"}
 )
 
 
