@@ -37,7 +37,7 @@ def test_parses_entity_tags(text: str, opaque: str, weak: bool) -> None:
         'xyzzy"',
         'w/"x"',  # %s"W/": case-sensitive
         'W/ "x"',  # no space inside
-        'W/x',
+        "W/x",
         '"a"b"',  # DQUOTE is not an etagc
         '"a b"',  # SP is not an etagc
         '"tab\there"',
@@ -83,7 +83,9 @@ def test_comparison_table(one: str, two: str, strong: bool, weak: bool) -> None:
         ('"a"', EntityTagMatch(tags=(EntityTag("a"),))),
         (
             '"xyzzy", "r2d2xxxx", "c3piozzzz"',  # §13.1.1 example
-            EntityTagMatch(tags=(EntityTag("xyzzy"), EntityTag("r2d2xxxx"), EntityTag("c3piozzzz"))),
+            EntityTagMatch(
+                tags=(EntityTag("xyzzy"), EntityTag("r2d2xxxx"), EntityTag("c3piozzzz"))
+            ),
         ),
         (
             'W/"xyzzy", W/"r2d2xxxx"',  # §13.1.2 example
