@@ -114,7 +114,8 @@ async def create_document(document: DocumentIn, account: CurrentAccount, db: DB)
     return _created(row)
 
 
-@router.api_route("/{document_id}", methods=["GET", "HEAD"], response_model=None)
+@router.head("/{document_id}", response_model=None, operation_id="head_document")
+@router.get("/{document_id}", response_model=None)
 async def get_document(
     document_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
 ) -> Response:

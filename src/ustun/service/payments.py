@@ -71,7 +71,8 @@ def _payment_key(account: Account, payment_id: str) -> list[ColumnElement[bool]]
     return [payments.c.account_id == account.id, payments.c.id == payment_id]
 
 
-@router.api_route("/{payment_id}", methods=["GET", "HEAD"], response_model=None)
+@router.head("/{payment_id}", response_model=None, operation_id="head_payment")
+@router.get("/{payment_id}", response_model=None)
 async def get_payment(
     payment_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
 ) -> Response:
