@@ -2,7 +2,7 @@
 
 import pytest
 
-from ustun.http.etag import EntityTag, EntityTagMatch, version_etag
+from ustun.http.etag import MAX_LIST_TAGS, EntityTag, EntityTagMatch, version_etag
 
 
 def test_version_etag_is_a_quoted_strong_tag() -> None:
@@ -130,3 +130,19 @@ def test_list_matching_strong_and_weak() -> None:
     star = EntityTagMatch.parse("*")
     assert star.strong_match(EntityTag("anything", weak=True))
     assert not EntityTagMatch().weak_match(EntityTag(""))
+
+
+@pytest.mark.timeout(5)
+@pytest.mark.parametrize(
+    "hostile", ["  ," * 5000 + "x", '"a" ,' * 5000 + ' "', " " * 20000 + "x", '"' + "a" * 50000]
+)
+def test_hostile_lists_are_rejected_in_linear_time(hostile: str) -> None:
+    # Adjacent optional whitespace rules once made these backtrack for minutes.
+    assert EntityTagMatch.parse(hostile).malformed
+
+
+def test_a_list_longer_than_the_limit_matches_nothing() -> None:
+    at_limit = ", ".join(f'"{n}"' for n in range(MAX_LIST_TAGS))
+    assert EntityTagMatch.parse(at_limit).strong_match(EntityTag("0"))
+    over = f'{at_limit}, "{MAX_LIST_TAGS}"'
+    assert EntityTagMatch.parse(over) == EntityTagMatch(malformed=True)

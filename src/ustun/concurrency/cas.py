@@ -33,7 +33,14 @@ from ustun.concurrency.conditions import failed
 from ustun.concurrency.versions import Version
 from ustun.http.errors import NotFoundError, UstunError
 from ustun.http.etag import EntityTag, EntityTagMatch
-from ustun.http.preconditions import IF_NONE_MATCH, Preconditions, Proceed, Validators, evaluate
+from ustun.http.preconditions import (
+    IF_MATCH,
+    IF_NONE_MATCH,
+    Preconditions,
+    Proceed,
+    Validators,
+    evaluate,
+)
 
 # HTTP-dates have one-second resolution (RFC 9110 §5.6.7).
 _ONE_SECOND = timedelta(seconds=1)
@@ -53,11 +60,9 @@ def validators(row: Row[Any]) -> Validators:
 
 
 def _any_version(table: Table, tags: Iterable[EntityTag]) -> ColumnElement[bool]:
+    versions = {v for v in map(Version.from_opaque, (t.opaque for t in tags)) if v is not None}
     clauses = []
-    for tag in tags:
-        version = Version.from_opaque(tag.opaque)
-        if version is None:
-            continue
+    for version in versions:
         if "generation" in table.c:
             clauses.append(
                 and_(table.c.version == version.number, table.c.generation == version.generation)
@@ -78,9 +83,8 @@ def condition(table: Table, pre: Preconditions) -> ColumnElement[bool]:
         parts.append(table.c.updated_at < pre.if_unmodified_since + _ONE_SECOND)
     if pre.if_none_match is not None:
         # §13.1.2: weak comparison; "*": the row must not exist, which no UPDATE satisfies.
-        parts.append(
-            false() if pre.if_none_match.any else not_(_any_version(table, pre.if_none_match.tags))
-        )
+        listed = pre.if_none_match.tags
+        parts.append(false() if pre.if_none_match.any else not_(_any_version(table, listed)))
     return and_(true(), *parts)
 
 
@@ -90,14 +94,19 @@ async def _explain_miss(
     where: Sequence[ColumnElement[bool]],
     method: str,
     pre: Preconditions,
+    guarded: bool,
 ) -> Exception:
     current = (await conn.execute(select(table).where(*where))).first()
     if current is None:
         return NotFoundError("No such resource for this account.")
     outcome = evaluate(method, pre, validators(current))
-    if isinstance(outcome, Proceed):
+    if not isinstance(outcome, Proceed):
+        return failed(pre, outcome.field)
+    if guarded:
         return GuardRejected(current)
-    return failed(pre, outcome.field)
+    # It satisfies the preconditions now but did not when the statement ran (a concurrent
+    # create or re-create): the client's view was stale all the same.
+    return failed(pre, IF_MATCH)
 
 
 async def compare_and_set(
@@ -124,7 +133,7 @@ async def compare_and_set(
     )
     row = (await conn.execute(statement)).first()
     if row is None:
-        raise await _explain_miss(conn, table, where, method, pre)
+        raise await _explain_miss(conn, table, where, method, pre, guard is not None)
     return row
 
 
@@ -139,7 +148,7 @@ async def compare_and_delete(
     statement = delete(table).where(*where, condition(table, pre)).returning(*table.c)
     row = (await conn.execute(statement)).first()
     if row is None:
-        raise await _explain_miss(conn, table, where, "DELETE", pre)
+        raise await _explain_miss(conn, table, where, "DELETE", pre, False)
     return row
 
 

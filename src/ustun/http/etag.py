@@ -34,10 +34,16 @@ _ENTITY_TAG = re.compile(ENTITY_TAG)
 #   If-None-Match = "*" / #entity-tag
 # RFC 9110 §5.6.1.2: a recipient accepts empty list elements:
 #   #element => [ element ] *( OWS "," OWS [ element ] )
+# Written so that no two `OWS` are ever adjacent (an absent element would let them split the
+# same spaces many ways, and a failing match would backtrack exponentially):
+#   list = OWS [ element OWS ] *( "," OWS [ element OWS ] )
 # Commas may appear inside an opaque-tag, so a list is never split on "," before tokenising.
 _TAG_NO_GROUPS = rf'(?:W/)?"{ETAGC}*"'
-_ETAG_LIST = re.compile(rf"{OWS}(?:{_TAG_NO_GROUPS})?(?:{OWS},{OWS}(?:{_TAG_NO_GROUPS})?)*{OWS}")
+_ETAG_LIST = re.compile(rf"{OWS}(?:{_TAG_NO_GROUPS}{OWS})?(?:,{OWS}(?:{_TAG_NO_GROUPS}{OWS})?)*")
 _STAR = re.compile(rf"{OWS}\*{OWS}")
+# No limit in the RFC; a list longer than this is treated as malformed (it matches nothing),
+# so one header cannot turn into a query with thousands of bound parameters.
+MAX_LIST_TAGS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +81,9 @@ class EntityTag:
 class EntityTagMatch:
     """A parsed `If-Match` / `If-None-Match` value: `*`, a list of tags, or malformed.
 
-    A malformed value keeps `malformed=True` and no tags, so it matches nothing: an `If-Match`
-    nobody can read fails safe (412) instead of being ignored and letting the write through.
+    A malformed value (or a list of more than `MAX_LIST_TAGS`) keeps `malformed=True` and no
+    tags, so it matches nothing: an `If-Match` nobody can read fails safe (412) instead of being
+    ignored and letting the write through.
     """
 
     any: bool = False
@@ -93,6 +100,8 @@ class EntityTagMatch:
         tags = tuple(
             EntityTag(m["opaque"], weak=m["weak"] is not None) for m in _ENTITY_TAG.finditer(value)
         )
+        if len(tags) > MAX_LIST_TAGS:
+            return cls(malformed=True)
         return cls(tags=tags)
 
     def strong_match(self, current: EntityTag) -> bool:

@@ -8,18 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from pydantic import BaseModel, ValidationError
 
 from ustun.http.dates import format_http_date
-from ustun.http.errors import ProblemError
 from ustun.http.preconditions import Preconditions, Validators
-
-M = TypeVar("M", bound=BaseModel)
 
 
 def preconditions(request: Request) -> Preconditions:
@@ -57,25 +52,3 @@ def representation(
 def not_modified(current: Validators) -> Response:
     """304 Not Modified: no body, the validators only (RFC 9110 §15.4.5)."""
     return Response(status_code=304, headers=validator_headers(current))
-
-
-async def read_json(request: Request, model: type[M], media_types: tuple[str, ...]) -> M:
-    """The body as `model`: 415 for another media type, 422 for bad JSON or a bad shape."""
-    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
-    if media_type not in media_types:
-        raise ProblemError(
-            "unsupported-media-type",
-            f"Send the body as {' or '.join(media_types)}, not {media_type or 'nothing'}.",
-            headers={"accept-patch": ", ".join(media_types)},
-        )
-    try:
-        data = json.loads(await request.body())
-    except ValueError as exc:
-        raise RequestValidationError(
-            [{"loc": ("body",), "msg": f"Invalid JSON: {exc}", "type": "json_invalid"}]
-        ) from None
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        errors = [{**err, "loc": ("body", *err["loc"])} for err in exc.errors()]
-        raise RequestValidationError(errors) from None

@@ -30,7 +30,8 @@ from ustun.concurrency import (
 from ustun.http.errors import NotFoundError
 from ustun.http.preconditions import IF_MATCH
 from ustun.service.accounts import Account
-from ustun.service.conditional import Conditions, not_modified, read_json, representation
+from ustun.service.bodies import read_json
+from ustun.service.conditional import Conditions, not_modified, representation
 from ustun.service.deps import DB, CurrentAccount
 from ustun.service.tables import documents
 

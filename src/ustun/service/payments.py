@@ -20,7 +20,8 @@ from ustun.concurrency import (
 )
 from ustun.http.errors import NotFoundError, StateConflictError
 from ustun.service.accounts import Account
-from ustun.service.conditional import Conditions, not_modified, read_json, representation
+from ustun.service.bodies import read_json
+from ustun.service.conditional import Conditions, not_modified, representation
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.pagination import page
 from ustun.service.tables import payments
