@@ -1,7 +1,8 @@
 """Optimistic-concurrency benchmark against a real `ustun serve`.
 
 1. Conditional GET (`If-None-Match` → 304) vs full GET (200) of one document, requests/s,
-   measured side by side in alternating rounds of the same run.
+   measured side by side in alternating rounds of the same run (with `/healthz` as a baseline
+   for what the framework alone costs).
 2. The contended write path: N writers doing GET → PUT `If-Match` on one document; successful
    writes/s and the share of PUTs answered 412.
 
@@ -137,9 +138,15 @@ async def _reads(http: aiohttp.ClientSession, url: str, seconds: float, rounds: 
             await response.read()
             return response.status
 
-    totals = {"full": Counts({}, 0.0), "conditional": Counts({}, 0.0)}
+    async def baseline() -> int:
+        async with http.get("/healthz") as response:
+            await response.read()
+            return response.status
+
+    phases = (("baseline", baseline), ("full", full), ("conditional", conditional))
+    totals = {name: Counts({}, 0.0) for name, _ in phases}
     for _ in range(rounds):
-        for name, one in (("full", full), ("conditional", conditional)):
+        for name, one in phases:
             counts = await _timed(seconds, 16, one)
             total = totals[name]
             for status, n in counts.by_status.items():
@@ -148,6 +155,7 @@ async def _reads(http: aiohttp.ClientSession, url: str, seconds: float, rounds: 
     full_rate, cond_rate = totals["full"].rate(200), totals["conditional"].rate(304)
     assert set(totals["full"].by_status) == {200}, totals["full"].by_status
     assert set(totals["conditional"].by_status) == {304}, totals["conditional"].by_status
+    print(f"  {'GET /healthz (no auth, no DB)':<34}{totals['baseline'].rate(200):8.0f} req/s")
     print(f"  {f'full GET (200, {BODY_BYTES // 1024} KiB body)':<34}{full_rate:8.0f} req/s")
     print(f"  {'conditional GET (304)':<34}{cond_rate:8.0f} req/s")
     print(f"  {'ratio 304 / 200':<34}{cond_rate / full_rate:8.2f}x")
