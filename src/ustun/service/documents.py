@@ -68,6 +68,15 @@ class DocumentPatch(BaseModel):
         return value
 
 
+# What the OpenAPI document shows: the model's own schema would advertise `null`, which is refused.
+PATCH_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"title": {"type": "string"}, "body": {"type": "string"}},
+    "description": DocumentPatch.__doc__,
+}
+
+
 def render(row: Row[Any]) -> dict[str, Any]:
     """The public JSON shape of a document row."""
     return {
@@ -168,7 +177,7 @@ async def put_document(
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {MERGE_PATCH: {"schema": DocumentPatch.model_json_schema()}},
+            "content": {MERGE_PATCH: {"schema": PATCH_SCHEMA}},
         }
     },
 )

@@ -68,6 +68,9 @@ class PaymentUpdate(BaseModel):
     status: Literal["succeeded", "failed", "cancelled"]
 
 
+PATCH_MEDIA_TYPES = ("application/json", "application/merge-patch+json")
+
+
 def _payment_key(account: Account, payment_id: str) -> list[ColumnElement[bool]]:
     return [payments.c.account_id == account.id, payments.c.id == payment_id]
 
@@ -96,7 +99,10 @@ async def get_payment(
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": PaymentUpdate.model_json_schema()}},
+            "content": {
+                media_type: {"schema": PaymentUpdate.model_json_schema()}
+                for media_type in PATCH_MEDIA_TYPES
+            },
         }
     },
 )
@@ -105,9 +111,7 @@ async def update_payment(
 ) -> Response:
     """Move a pending payment to succeeded, failed or cancelled, under `If-Match`."""
     require_if_match(pre)
-    change = await read_json(
-        request, PaymentUpdate, ("application/json", "application/merge-patch+json")
-    )
+    change = await read_json(request, PaymentUpdate, PATCH_MEDIA_TYPES)
     async with db.unit_of_work() as uow:
         try:
             row = await compare_and_set(
