@@ -1,8 +1,11 @@
 """RFC 9110 §5.6.7 HTTP-date: the preferred format and both obsolete ones."""
 
+import email.utils
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ustun.http.dates import format_http_date, parse_http_date
 
@@ -71,3 +74,11 @@ def test_formats_an_imf_fixdate_and_reads_it_back() -> None:
     assert format_http_date(moment) == "Sun, 06 Nov 1994 08:49:37 GMT"
     assert parse_http_date(format_http_date(moment)) == NOV_6_1994
     assert format_http_date(datetime(2026, 6, 1, tzinfo=UTC)) == "Mon, 01 Jun 2026 00:00:00 GMT"
+
+
+@given(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(9999, 12, 31)))
+def test_agrees_with_the_standard_library(moment: datetime) -> None:
+    moment = moment.replace(tzinfo=UTC, microsecond=0)
+    text = format_http_date(moment)
+    assert text == email.utils.format_datetime(moment, usegmt=True)
+    assert parse_http_date(text) == moment == email.utils.parsedate_to_datetime(text)
