@@ -8,7 +8,16 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ustun import __version__, instrumentation
-from ustun.service import asyncapi, dashboard, health, metrics, openapi, payments, problems
+from ustun.service import (
+    asyncapi,
+    dashboard,
+    documents,
+    health,
+    metrics,
+    openapi,
+    payments,
+    problems,
+)
 from ustun.service.metrics import Metrics
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware
 from ustun.service.observe import ObserveMiddleware
@@ -49,6 +58,7 @@ def create_app(
     openapi.install(app, events=lambda: app.state.event_docs())
     app.include_router(health.router)
     app.include_router(payments.router)
+    app.include_router(documents.router)
     app.include_router(metrics.router)
     app.include_router(asyncapi.router)
     dashboard.install(app, settings.secret_key)
