@@ -12,7 +12,7 @@ from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
 
 from ustun.service import create_app
 from ustun.service.event_docs import EventDoc
-from ustun.service.openapi import Headers, complete, problem_responses
+from ustun.service.openapi import Notes, complete, problem_responses
 from ustun.settings import Settings
 
 PROBLEM = {"$ref": "#/components/schemas/Problem"}
@@ -94,8 +94,8 @@ def _sample_app_document(settings: Settings) -> dict[str, Any]:
 
     app.include_router(router)
     headers = {
-        ("GET", "/v1/things/{thing_id}"): Headers(if_none_match=True),
-        ("PATCH", "/v1/things/{thing_id}"): Headers(idempotency="optional", if_match=True),
+        ("GET", "/v1/things/{thing_id}"): Notes(if_none_match=True),
+        ("PATCH", "/v1/things/{thing_id}"): Notes(idempotency="optional", if_match="required"),
     }
     return complete(app.openapi(), [], headers)
 

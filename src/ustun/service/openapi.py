@@ -57,20 +57,39 @@ _HEADER_DOCS: Mapping[str, str] = {
     "if-none-match": "An ETag you hold; the answer is 304 Not Modified if it is still current.",
 }
 
-Idempotency = Literal["required", "optional"]
+Need = Literal["required", "optional"]
 
 
 @dataclass(frozen=True, slots=True)
-class Headers:
-    """The request headers a route honours, for routes whose middleware enforces them."""
+class Notes:
+    """What a route honours beyond its declared parameters (headers read by middleware or
+    dependencies, and the problems its handler raises)."""
 
-    idempotency: Idempotency | None = None
-    if_match: bool = False
+    idempotency: Need | None = None
+    if_match: Need | None = None
     if_none_match: bool = False
+    problems: tuple[str, ...] = ()
 
 
-# Headers enforced by middleware rather than declared as parameters, by (method, path).
-ROUTE_HEADERS: Mapping[tuple[str, str], Headers] = {}
+_CONDITIONAL_READ = Notes(if_none_match=True)
+_CONDITIONAL_WRITE = Notes(if_match="required", problems=("unsupported-media-type",))
+
+# Routes whose headers are read by middleware or dependencies, by (METHOD, path template).
+ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
+    ("GET", "/v1/payments/{payment_id}"): _CONDITIONAL_READ,
+    ("HEAD", "/v1/payments/{payment_id}"): _CONDITIONAL_READ,
+    ("PATCH", "/v1/payments/{payment_id}"): Notes(
+        if_match="required", problems=("state-conflict", "unsupported-media-type")
+    ),
+    ("GET", "/v1/documents/{document_id}"): _CONDITIONAL_READ,
+    ("HEAD", "/v1/documents/{document_id}"): _CONDITIONAL_READ,
+    # PUT takes If-Match to replace, or If-None-Match: * to create; one of them is required.
+    ("PUT", "/v1/documents/{document_id}"): Notes(
+        if_match="optional", if_none_match=True, problems=("precondition-required",)
+    ),
+    ("PATCH", "/v1/documents/{document_id}"): _CONDITIONAL_WRITE,
+    ("DELETE", "/v1/documents/{document_id}"): Notes(if_match="required"),
+}
 
 
 def problem_responses(*slugs: str) -> dict[int | str, dict[str, Any]]:
@@ -106,7 +125,7 @@ def _problem_response(slugs: Iterable[str]) -> dict[str, Any]:
     }
 
 
-def _problems_of(path: str, operation: dict[str, Any], headers: Headers) -> dict[int, set[str]]:
+def _problems_of(path: str, operation: dict[str, Any], notes: Notes) -> dict[int, set[str]]:
     """The problem types an operation can answer with, by status."""
     problems: dict[int, set[str]] = {500: {"internal-error"}}
 
@@ -119,62 +138,71 @@ def _problems_of(path: str, operation: dict[str, Any], headers: Headers) -> dict
         add("not-found")
     if operation.get("parameters") or operation.get("requestBody"):
         add("validation-error")
-    if headers.idempotency:
+    if notes.idempotency:
         for slug in (
             "idempotency-key-invalid",
             "idempotency-in-progress",
             "idempotency-key-reused",
         ):
             add(slug)
-        if headers.idempotency == "required":
+        if notes.idempotency == "required":
             add("idempotency-key-missing")
-    if headers.if_match:
-        add("precondition-required")
+    if notes.if_match or (notes.if_none_match and operation.get("requestBody")):
         add("precondition-failed")
+    if notes.if_match == "required":
+        add("precondition-required")
+    for slug in notes.problems:
+        add(slug)
     for status, response in operation.get("responses", {}).items():
         for slug in response.get("x-problems", ()):
             problems.setdefault(int(status), set()).add(slug)
     return problems
 
 
-def _declared(operation: dict[str, Any]) -> Headers:
-    """The headers a route declares itself (as FastAPI `Header` parameters)."""
+def _declared(operation: dict[str, Any]) -> Notes:
+    """What a route declares itself (headers as FastAPI `Header` or `openapi_extra` params)."""
     names = {
         p["name"].lower(): p.get("required", False)
         for p in operation.get("parameters", [])
         if p.get("in") == "header"
     }
-    idempotency: Idempotency | None = None
-    if "idempotency-key" in names:
-        idempotency = "required" if names["idempotency-key"] else "optional"
-    return Headers(idempotency, "if-match" in names, "if-none-match" in names)
+
+    def need(name: str) -> Need | None:
+        if name not in names:
+            return None
+        return "required" if names[name] else "optional"
+
+    return Notes(need("idempotency-key"), need("if-match"), "if-none-match" in names)
 
 
-def _merge(a: Headers, b: Headers) -> Headers:
-    return Headers(
-        a.idempotency or b.idempotency, a.if_match or b.if_match, a.if_none_match or b.if_none_match
+def _merge(a: Notes, b: Notes) -> Notes:
+    return Notes(
+        a.idempotency or b.idempotency,
+        a.if_match or b.if_match,
+        a.if_none_match or b.if_none_match,
+        a.problems + b.problems,
     )
 
 
-def _complete_operation(path: str, method: str, operation: dict[str, Any], extra: Headers) -> None:
-    headers = _merge(_declared(operation), extra)
+def _complete_operation(path: str, method: str, operation: dict[str, Any], extra: Notes) -> None:
+    notes = _merge(_declared(operation), extra)
     params: list[dict[str, Any]] = operation.setdefault("parameters", [])
     present = {p["name"].lower() for p in params if p.get("in") == "header"}
-    if headers.idempotency and "idempotency-key" not in present:
-        params.append(_header("idempotency-key", required=headers.idempotency == "required"))
-    if headers.if_match and "if-match" not in present:
-        params.append(_header("if-match", required=True))
-    if headers.if_none_match and "if-none-match" not in present:
+    if notes.idempotency and "idempotency-key" not in present:
+        params.append(_header("idempotency-key", required=notes.idempotency == "required"))
+    if notes.if_match and "if-match" not in present:
+        params.append(_header("if-match", required=notes.if_match == "required"))
+    if notes.if_none_match and "if-none-match" not in present:
         params.append(_header("if-none-match", required=False))
     if not params:
         del operation["parameters"]
 
     responses: dict[str, Any] = operation.setdefault("responses", {})
-    for code, slugs in _problems_of(path, operation, headers).items():
+    for code, slugs in _problems_of(path, operation, notes).items():
         responses[str(code)] = _problem_response(slugs)
-    if headers.if_none_match and method == "get":
+    if notes.if_none_match and method in ("get", "head"):
         responses["304"] = {"description": "Not Modified: your copy (If-None-Match) is current."}
-    if headers.idempotency:
+    if notes.idempotency:
         for status, response in responses.items():
             if status.startswith("2"):
                 response.setdefault("headers", {})["Idempotent-Replayed"] = {
@@ -213,7 +241,7 @@ def _webhook(doc: EventDoc) -> dict[str, Any]:
 def complete(
     schema: Mapping[str, Any],
     events: Sequence[EventDoc],
-    headers: Mapping[tuple[str, str], Headers],
+    notes: Mapping[tuple[str, str], Notes],
 ) -> dict[str, Any]:
     """A completed copy of FastAPI's `schema` (see the module docstring)."""
     doc = copy.deepcopy(dict(schema))
@@ -231,7 +259,7 @@ def complete(
     }
     for path, item in doc.get("paths", {}).items():
         for method, operation in item.items():
-            extra = headers.get((method.upper(), path), Headers())
+            extra = notes.get((method.upper(), path), Notes())
             _complete_operation(path, method, operation, extra)
     if events:
         doc["webhooks"] = {e.type: _webhook(e) for e in events}
@@ -243,7 +271,7 @@ def complete(
 def install(
     app: FastAPI,
     events: Callable[[], Sequence[EventDoc]],
-    headers: Mapping[tuple[str, str], Headers] = ROUTE_HEADERS,
+    notes: Mapping[tuple[str, str], Notes] = ROUTE_NOTES,
 ) -> None:
     """Serve the completed document at `/openapi.json` (and so in `/docs`)."""
     generate = app.openapi
@@ -253,7 +281,7 @@ def install(
         base = generate()
         if id(base) not in cache:
             cache.clear()
-            cache[id(base)] = complete(base, events(), headers)
+            cache[id(base)] = complete(base, events(), notes)
         return cache[id(base)]
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,30 @@
+"""Text no backend can store is a 422 at the edge (found by Schemathesis: NUL was a 500)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from ustun.service.text import storable
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "\udc4e", "ok \ud864 then"])
+def test_unstorable_text_is_refused(bad: str) -> None:
+    with pytest.raises(ValueError, match=r"NUL|Unicode"):
+        storable(bad)
+
+
+def test_any_other_text_passes() -> None:
+    assert storable("títle \u00e0 \U0001f600 \t\n") == "títle \u00e0 \U0001f600 \t\n"
+
+
+@pytest.mark.parametrize("title", ["\b\x0e1\x00", "\udac0\udc4e x \ud864"])
+async def test_documents_refuse_it_with_a_validation_problem(
+    client: httpx.AsyncClient, title: str
+) -> None:
+    body = '{"title": %s, "body": "x"}' % ('"' + "".join(f"\\u{ord(c):04x}" for c in title) + '"')
+    response = await client.post(
+        "/v1/documents", content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"][0]["field"] == "body.title"
