@@ -19,7 +19,7 @@ from ustun.service import (
     problems,
 )
 from ustun.service.metrics import Metrics
-from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware
+from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware, UrlGuardMiddleware
 from ustun.service.observe import ObserveMiddleware
 from ustun.service.worker import Worker
 from ustun.settings import Settings
@@ -64,6 +64,7 @@ def create_app(
     dashboard.install(app, settings.secret_key)
     # Added last, so it runs first: every response, even a 401, carries the request id.
     app.add_middleware(AuthMiddleware, db=database)
+    app.add_middleware(UrlGuardMiddleware)
     app.add_middleware(ObserveMiddleware, metrics=observed, openapi=app.openapi)
     app.add_middleware(RequestIdMiddleware)
     return app
