@@ -3,8 +3,8 @@
 Drives the ASGI app directly (no network, no HTTP client) so the middleware's own cost is not
 drowned in transport noise: the same in-process app without `ObserveMiddleware` and
 `UrlGuardMiddleware`, with them but the access log off, and with both, in alternating rounds,
-on `GET /healthz` (no auth, no database) and an authenticated `GET /v1/payments` (SQLite). Access logs are formatted as JSON to /dev/null, so
-their cost is counted.
+on `GET /healthz` (no auth, no database) and an authenticated `GET /v1/payments` (SQLite).
+Access logs are formatted as JSON to /dev/null, so their cost is counted.
 
     .venv/bin/python benchmarks/observability.py --rounds 5 --requests 3000
 """
