@@ -1,0 +1,171 @@
+"""Idempotency records in the application's own database (SQLite or PostgreSQL).
+
+The claim is one upsert: insert the key as in progress, or take the row over when the record
+expired or its holder's lease ran out; `RETURNING lease_token` says whether we won.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Row, and_, delete, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ustun import clock
+from ustun.idempotency.records import (
+    Claim,
+    Claimed,
+    Found,
+    Record,
+    State,
+    StoredResponse,
+    new_lease_token,
+)
+from ustun.idempotency.tables import idempotency_records as records
+from ustun.store import Database
+
+_CLAIM_ATTEMPTS = 3
+
+
+def _record(row: Row[Any, Any, Any, Any, Any, Any]) -> Record:
+    response = None
+    if row.status is not None:
+        headers = StoredResponse.headers_from_json(row.headers or "[]")
+        response = StoredResponse(row.status, headers, row.body)
+    return Record(row.fingerprint, State(row.state), row.locked_until, response)
+
+
+class SqlRecordStore:
+    """Records in the `idempotency_records` table of `db`."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._insert = sqlite.insert if db.is_sqlite else postgresql.insert
+
+    async def claim(
+        self, scope: str, key: str, fingerprint: str, *, lease: float, ttl: float
+    ) -> Claim:
+        """Claim in a transaction of its own, committed at once so duplicates see it."""
+        async with self.db.unit_of_work() as uow:
+            return await self.claim_in(uow.conn, scope, key, fingerprint, lease=lease, ttl=ttl)
+
+    async def claim_in(
+        self,
+        conn: AsyncConnection,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        *,
+        lease: float,
+        ttl: float,
+    ) -> Claim:
+        """Claim inside the caller's transaction (committed with it)."""
+        for _ in range(_CLAIM_ATTEMPTS):
+            now = clock.now()
+            token = new_lease_token()
+            stmt = self._insert(records).values(
+                scope=scope,
+                key=key,
+                fingerprint=fingerprint,
+                state=State.IN_PROGRESS.value,
+                lease_token=token,
+                locked_until=now + timedelta(seconds=lease),
+                created_at=now,
+                expires_at=now + timedelta(seconds=ttl),
+            )
+            upsert = stmt.on_conflict_do_update(
+                index_elements=[records.c.scope, records.c.key],
+                set_={
+                    name: stmt.excluded[name]
+                    for name in (
+                        "fingerprint",
+                        "state",
+                        "lease_token",
+                        "locked_until",
+                        "created_at",
+                        "expires_at",
+                    )
+                }
+                | {"status": None, "headers": None, "body": None},
+                where=or_(
+                    records.c.expires_at <= now,
+                    and_(
+                        records.c.state == State.IN_PROGRESS.value,
+                        records.c.locked_until <= now,
+                    ),
+                ),
+            ).returning(records.c.lease_token)
+            if await conn.scalar(upsert) == token:
+                return Claimed(token)
+            row = (
+                await conn.execute(
+                    select(
+                        records.c.fingerprint,
+                        records.c.state,
+                        records.c.locked_until,
+                        records.c.status,
+                        records.c.headers,
+                        records.c.body,
+                    ).where(records.c.scope == scope, records.c.key == key)
+                )
+            ).first()
+            if row is not None:
+                return Found(_record(row))
+            # Released between our upsert and our read: try again.
+        raise RuntimeError(f"could not claim idempotency key {key!r}: it keeps changing hands")
+
+    async def complete(
+        self, scope: str, key: str, lease_token: str, response: StoredResponse, *, ttl: float
+    ) -> bool:
+        """Store the response in a transaction of its own."""
+        async with self.db.unit_of_work() as uow:
+            return await self.complete_in(uow.conn, scope, key, lease_token, response, ttl=ttl)
+
+    async def complete_in(
+        self,
+        conn: AsyncConnection,
+        scope: str,
+        key: str,
+        lease_token: str,
+        response: StoredResponse,
+        *,
+        ttl: float,
+    ) -> bool:
+        """Store the response in the caller's transaction; False when the lease was lost."""
+        result = await conn.execute(
+            update(records)
+            .where(
+                records.c.scope == scope,
+                records.c.key == key,
+                records.c.lease_token == lease_token,
+            )
+            .values(
+                state=State.COMPLETED.value,
+                status=response.status,
+                headers=response.headers_json(),
+                body=response.body,
+                expires_at=clock.now() + timedelta(seconds=ttl),
+            )
+        )
+        return result.rowcount == 1
+
+    async def release(self, scope: str, key: str, lease_token: str) -> None:
+        """Delete the claim if it is still ours."""
+        async with self.db.unit_of_work() as uow:
+            await uow.conn.execute(
+                delete(records).where(
+                    records.c.scope == scope,
+                    records.c.key == key,
+                    records.c.lease_token == lease_token,
+                )
+            )
+
+    async def purge_expired(self) -> int:
+        """Delete every expired record (they already count as absent); return how many."""
+        async with self.db.unit_of_work() as uow:
+            result = await uow.conn.execute(
+                delete(records).where(records.c.expires_at <= clock.now())
+            )
+            return result.rowcount
