@@ -57,11 +57,17 @@ def _matches(route: Any, scope: Scope) -> bool:
 
 
 def route_policy(scope: Scope) -> Policy | None:
-    """The policy marked on the route of the Starlette/FastAPI app that this request matches."""
+    """The policy of the route this request matches in the Starlette/FastAPI app at
+    `scope["app"]`: its marker; None when unmarked; `off` when no route matches (a 404 or 405
+    has no effect to protect). None too when the app has no router to look into.
+    """
     router = getattr(scope.get("app"), "router", None)
-    for route in _candidates(getattr(router, "routes", ())):
+    routes = getattr(router, "routes", None)
+    if routes is None:
+        return None
+    for route in _candidates(routes):
         if _matches(route, scope):
             extra = getattr(route, "openapi_extra", None) or {}
             policy = extra.get(MARKER)
             return policy if policy in POLICIES else None
-    return None
+    return "off"
