@@ -1,7 +1,8 @@
 """Transactional mode: the handler's writes and the record's completion commit together.
 
 Runs on SQLite and PostgreSQL, with the claim committed on its own first (the DESIGN's
-sequence) and with the claim inside the handler's transaction (the SQLite default).
+sequence) and with the record written once, at commit, in the handler's transaction (the
+SQLite default).
 """
 
 from __future__ import annotations
@@ -19,15 +20,15 @@ from sqlalchemy import insert, select, update
 from ustun import clock
 from ustun.http.errors import ProblemError
 from ustun.http.fingerprint import fingerprint
-from ustun.idempotency import Claimed, IdempotencyMiddleware, SqlRecordStore
+from ustun.idempotency import Claimed, IdempotencyMiddleware, SqlRecordStore, StoredResponse
 from ustun.idempotency.tables import idempotency_records
 from ustun.service.problems import install
 from ustun.store import Database
 from ustun.store.tables import accounts
 
 
-@pytest.fixture(params=[False, True], ids=["claim-first", "claim-in-transaction"])
-def claim_in_transaction(request: pytest.FixtureRequest) -> bool:
+@pytest.fixture(params=[True, False], ids=["claim-first", "settle-at-commit"])
+def claim_first(request: pytest.FixtureRequest) -> bool:
     value: bool = request.param
     return value
 
@@ -37,9 +38,7 @@ def tenant() -> str:
     return f"tx-{uuid.uuid4().hex}"
 
 
-def build_app(
-    db: Database, tenant: str, claim_in_transaction: bool
-) -> tuple[FastAPI, Counter[str]]:
+def build_app(db: Database, tenant: str, claim_first: bool) -> tuple[FastAPI, Counter[str]]:
     """Handlers that write an `accounts` row named after the request, then answer as told."""
     runs: Counter[str] = Counter()
     app = FastAPI()
@@ -56,11 +55,15 @@ def build_app(
                 raise ProblemError("state-conflict", "refused after writing")
             if outcome == "crash":
                 raise RuntimeError("crashed after writing")
-            if outcome == "steal":
+            if outcome == "steal":  # our claim is taken over while we run
                 await uow.conn.execute(
                     update(idempotency_records)
                     .where(idempotency_records.c.key == name)
                     .values(lease_token="stolen")
+                )
+            if outcome == "race":  # another request settles the key while we run
+                await SqlRecordStore(db).settle_in(
+                    uow.conn, tenant, name, "theirs", StoredResponse(200, (), b"theirs"), ttl=60
                 )
         status = 500 if outcome == "server-error" else 201
         return JSONResponse({"name": name, "run": runs[outcome]}, status_code=status)
@@ -69,7 +72,7 @@ def build_app(
         IdempotencyMiddleware,
         store=SqlRecordStore(db),
         transactional=True,
-        claim_in_transaction=claim_in_transaction,
+        claim_first=claim_first,
         scope_of=lambda scope: tenant,
     )
     return app, runs
@@ -77,9 +80,9 @@ def build_app(
 
 @pytest.fixture
 async def setup(
-    db: Database, tenant: str, claim_in_transaction: bool
+    db: Database, tenant: str, claim_first: bool
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Counter[str]]]:
-    app, runs = build_app(db, tenant, claim_in_transaction)
+    app, runs = build_app(db, tenant, claim_first)
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
         yield http, runs
@@ -134,6 +137,7 @@ async def test_errors_roll_everything_back_and_release_the_key(
     assert not await written(db, name)
 
 
+@pytest.mark.parametrize("claim_first", [True], ids=["claim-first"])
 async def test_a_lost_lease_rolls_back_the_whole_transaction(
     db: Database, setup: tuple[httpx.AsyncClient, Counter[str]]
 ) -> None:
@@ -161,3 +165,15 @@ async def test_a_dead_holders_expired_claim_is_taken_over(
     assert response.status_code == 201
     assert runs["ok"] == 1
     assert await written(db, name)
+
+
+@pytest.mark.parametrize("claim_first", [False], ids=["settle-at-commit"])
+async def test_losing_the_race_to_settle_rolls_back_and_answers_with_the_winner(
+    db: Database, setup: tuple[httpx.AsyncClient, Counter[str]]
+) -> None:
+    http, _ = setup
+    name = uuid.uuid4().hex
+    lost = await post(http, "race", name)
+    assert lost.status_code == 422  # the winner's fingerprint is not ours
+    assert lost.json()["type"].endswith("/problems/idempotency-key-reused")
+    assert not await written(db, name)

@@ -14,7 +14,7 @@ The response is buffered (any number of body chunks) and sent only once the reco
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -56,7 +56,15 @@ class LeaseLost(Exception):
 
 
 class _Discard(Exception):
-    """Roll the unit of work back: the response must not be stored (5xx, validation)."""
+    """Roll the handler's writes back: it refused (4xx) or failed (5xx)."""
+
+
+class _Taken(Exception):
+    """Another request settled the key first; roll back and answer with its record."""
+
+    def __init__(self, record: Record) -> None:
+        super().__init__("idempotency key settled by another request")
+        self.record = record
 
 
 class _Capture:
@@ -142,7 +150,7 @@ class IdempotencyMiddleware:
         store: RecordStore,
         *,
         transactional: bool = False,
-        claim_in_transaction: bool | None = None,
+        claim_first: bool | None = None,
         prefix: str = "/",
         methods: Iterable[str] = ("POST", "PATCH"),
         default_policy: Policy = "optional",
@@ -158,12 +166,14 @@ class IdempotencyMiddleware:
         self.app = app
         self.store = store
         self.sql = store if transactional and isinstance(store, SqlRecordStore) else None
-        # On SQLite every write transaction is serialised anyway, so a claim committed on its
-        # own buys nothing: a duplicate waits for the write lock and then sees the completed
-        # record. Claiming inside the handler's transaction saves a whole write transaction.
-        if claim_in_transaction is None:
-            claim_in_transaction = self.sql is not None and self.sql.db.is_sqlite
-        self.claim_in_transaction = claim_in_transaction and self.sql is not None
+        # Transactional mode either claims first, in a transaction of its own (so concurrent
+        # duplicates see the claim and get 409), or writes the record once, at commit, in the
+        # handler's transaction. On SQLite, where write transactions are serialised anyway, the
+        # second saves a whole write transaction per request: a duplicate waits for the write
+        # lock, then finds the completed record and replays it.
+        if claim_first is None:
+            claim_first = self.sql is None or not self.sql.db.is_sqlite
+        self.claim_first = claim_first
         self.prefix = prefix
         self.methods = frozenset(m.upper() for m in methods)
         self.default_policy = default_policy
@@ -248,30 +258,40 @@ class IdempotencyMiddleware:
     async def _transactional(
         self, sql: SqlRecordStore, req: _Request, scope: Scope, send: Send
     ) -> None:
-        claim: Claimed | Found | None = None
-        if not self.claim_in_transaction:
-            claim = await sql.claim(
+        claim = None
+        if self.claim_first:
+            first = await sql.claim(
                 req.scope, req.key, req.fingerprint, lease=self.lease, ttl=self.ttl
             )
-            if isinstance(claim, Found):
-                await self._answer_found(claim.record, req, scope, send)
+            if isinstance(first, Found):
+                await self._answer_found(first.record, req, scope, send)
+                return
+            claim = first
+        else:
+            # A plain read (no write lock on SQLite): a retry of a settled key is answered
+            # from its record without running the handler again.
+            settled = await sql.read(req.scope, req.key)
+            if settled is not None and (
+                settled.state is State.COMPLETED or settled.locked_until > clock.now()
+            ):
+                await self._answer_found(settled, req, scope, send)
                 return
         capture = _Capture(self.max_body)
         try:
-            async with sql.db.unit_of_work() as uow:
-                if claim is None:
-                    claim = await sql.claim_in(
-                        uow.conn,
-                        req.scope,
-                        req.key,
-                        req.fingerprint,
-                        lease=self.lease,
-                        ttl=self.ttl,
-                    )
-                if isinstance(claim, Claimed):
-                    await self._execute(sql, uow, claim, req, scope, capture)
+            # The handler's own unit of work joins the held one; it commits at the end of this
+            # block, with the record completed in it, or not at all.
+            async with sql.db.hold() as held:
+                await self.app(scope, req.receive, capture.send)
+                if capture.status >= 400 or not self._storable(capture.status):
+                    raise _Discard
+                uow = await held.begin()
+                stored = capture.stored(self.replay_headers)
+                uow.before_commit(self._completion(sql, uow, req, claim, stored))
         except _Discard:
-            await self._release_after_rollback(sql, req, claim)
+            taken = await self._after_refusal(sql, req, claim, capture)
+            if taken is not None:
+                await self._answer_found(taken, req, scope, send)
+                return
         except LeaseLost:
             await self._problem(
                 scope,
@@ -281,50 +301,69 @@ class IdempotencyMiddleware:
                 headers={"retry-after": format_retry_after(IN_PROGRESS_RETRY_AFTER)},
             )
             return
-        except BaseException:
-            await self._release_after_rollback(sql, req, claim)
-            raise
-        if isinstance(claim, Found):
-            await self._answer_found(claim.record, req, scope, send)
+        except _Taken as taken:
+            await self._answer_found(taken.record, req, scope, send)
             return
+        except Exception:
+            if claim is not None:
+                await sql.release(req.scope, req.key, claim.lease_token)
+                raise
+            # Unclaimed, the handler may have failed only because the key's first request
+            # already did its work (a unique constraint, say): then that request's answer stands.
+            settled = await sql.read(req.scope, req.key)
+            if settled is None:
+                raise
+            await self._answer_found(settled, req, scope, send)
+            return
+        except BaseException:
+            if claim is not None:
+                await sql.release(req.scope, req.key, claim.lease_token)
+            raise
         await capture.forward(send)
 
-    async def _execute(
+    def _completion(
         self,
         sql: SqlRecordStore,
         uow: UnitOfWork,
-        claim: Claimed,
         req: _Request,
-        scope: Scope,
-        capture: _Capture,
-    ) -> None:
-        """Run the handler inside `uow` and complete the record just before COMMIT."""
-        handler = await uow.conn.begin_nested()
-        await self.app(scope, req.receive, capture.send)
-        status = capture.status
-        if not self._storable(status) or status >= 500:
-            raise _Discard
-        if status >= 400:
-            # A refusal must leave no trace but its stored answer.
-            await handler.rollback()
-        else:
-            await handler.commit()
-        stored = capture.stored(self.replay_headers)
+        claim: Claimed | None,
+        stored: StoredResponse,
+    ) -> Callable[[], Awaitable[None]]:
+        """The before-commit hook that completes the record in the handler's transaction."""
 
         async def complete() -> None:
-            if not await sql.complete_in(
-                uow.conn, req.scope, req.key, claim.lease_token, stored, ttl=self.ttl
-            ):
-                raise LeaseLost
+            if claim is not None:
+                if not await sql.complete_in(
+                    uow.conn, req.scope, req.key, claim.lease_token, stored, ttl=self.ttl
+                ):
+                    raise LeaseLost
+                return
+            taken = await sql.settle_in(
+                uow.conn, req.scope, req.key, req.fingerprint, stored, ttl=self.ttl
+            )
+            if taken is not None:
+                raise _Taken(taken)
 
-        uow.before_commit(complete)
+        return complete
 
-    async def _release_after_rollback(
-        self, sql: SqlRecordStore, req: _Request, claim: Claimed | Found | None
-    ) -> None:
-        # A claim made inside the rolled-back transaction vanished with it.
-        if isinstance(claim, Claimed) and not self.claim_in_transaction:
-            await sql.release(req.scope, req.key, claim.lease_token)
+    async def _after_refusal(
+        self, sql: SqlRecordStore, req: _Request, claim: Claimed | None, capture: _Capture
+    ) -> Record | None:
+        """The handler's writes are rolled back: keep a 4xx answer, release the key otherwise.
+
+        Returns the record of a request that settled the key first, if one did.
+        """
+        status = capture.status
+        if not self._storable(status) or status >= 500:
+            if claim is not None:
+                await sql.release(req.scope, req.key, claim.lease_token)
+            return None
+        stored = capture.stored(self.replay_headers)
+        if claim is None:
+            return await sql.settle(req.scope, req.key, req.fingerprint, stored, ttl=self.ttl)
+        if not await sql.complete(req.scope, req.key, claim.lease_token, stored, ttl=self.ttl):
+            log.warning("key %r: lease lost before the response was stored", req.key)
+        return None
 
     def _storable(self, status: int) -> bool:
         return status not in UNSTORED_STATUSES

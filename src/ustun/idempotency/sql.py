@@ -6,7 +6,7 @@ expired or its holder's lease ran out; `RETURNING lease_token` says whether we w
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Row, and_, delete, or_, select, update
@@ -49,72 +49,119 @@ class SqlRecordStore:
     ) -> Claim:
         """Claim in a transaction of its own, committed at once so duplicates see it."""
         async with self.db.unit_of_work() as uow:
-            return await self.claim_in(uow.conn, scope, key, fingerprint, lease=lease, ttl=ttl)
+            for _ in range(_CLAIM_ATTEMPTS):
+                now = clock.now()
+                token = new_lease_token()
+                values = {
+                    "state": State.IN_PROGRESS.value,
+                    "locked_until": now + timedelta(seconds=lease),
+                }
+                if await self._upsert(uow.conn, scope, key, fingerprint, token, values, now, ttl):
+                    return Claimed(token)
+                found = await self._read(uow.conn, scope, key)
+                if found is not None:
+                    return Found(found)
+                # Released between our upsert and our read: try again.
+        raise RuntimeError(f"could not claim idempotency key {key!r}: it keeps changing hands")
 
-    async def claim_in(
+    async def settle_in(
         self,
         conn: AsyncConnection,
         scope: str,
         key: str,
         fingerprint: str,
+        response: StoredResponse,
         *,
-        lease: float,
         ttl: float,
-    ) -> Claim:
-        """Claim inside the caller's transaction (committed with it)."""
-        for _ in range(_CLAIM_ATTEMPTS):
-            now = clock.now()
-            token = new_lease_token()
-            stmt = self._insert(records).values(
-                scope=scope,
-                key=key,
-                fingerprint=fingerprint,
-                state=State.IN_PROGRESS.value,
-                lease_token=token,
-                locked_until=now + timedelta(seconds=lease),
-                created_at=now,
-                expires_at=now + timedelta(seconds=ttl),
-            )
-            upsert = stmt.on_conflict_do_update(
-                index_elements=[records.c.scope, records.c.key],
-                set_={
-                    name: stmt.excluded[name]
-                    for name in (
-                        "fingerprint",
-                        "state",
-                        "lease_token",
-                        "locked_until",
-                        "created_at",
-                        "expires_at",
-                    )
-                }
-                | {"status": None, "headers": None, "body": None},
-                where=or_(
-                    records.c.expires_at <= now,
-                    and_(
-                        records.c.state == State.IN_PROGRESS.value,
-                        records.c.locked_until <= now,
-                    ),
+    ) -> Record | None:
+        """Claim and complete in one statement, in the caller's transaction (no prior claim).
+
+        None when the record is now ours; otherwise the live record that was there first, and
+        the caller must roll its transaction back.
+        """
+        now = clock.now()
+        values = {
+            "state": State.COMPLETED.value,
+            "locked_until": now,
+            "status": response.status,
+            "headers": response.headers_json(),
+            "body": response.body,
+        }
+        token = new_lease_token()
+        if await self._upsert(conn, scope, key, fingerprint, token, values, now, ttl):
+            return None
+        found = await self._read(conn, scope, key)
+        if found is None:  # impossible: our upsert holds the row lock
+            raise RuntimeError(f"idempotency record {key!r} vanished under a write lock")
+        return found
+
+    async def settle(
+        self, scope: str, key: str, fingerprint: str, response: StoredResponse, *, ttl: float
+    ) -> Record | None:
+        """`settle_in` in a transaction of its own."""
+        async with self.db.unit_of_work() as uow:
+            return await self.settle_in(uow.conn, scope, key, fingerprint, response, ttl=ttl)
+
+    async def _upsert(
+        self,
+        conn: AsyncConnection,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        token: str,
+        values: dict[str, Any],
+        now: datetime,
+        ttl: float,
+    ) -> bool:
+        """Insert the record, or replace one that expired or whose lease ran out; True if won."""
+        row = {
+            "fingerprint": fingerprint,
+            "lease_token": token,
+            "status": None,
+            "headers": None,
+            "body": None,
+            "created_at": now,
+            "expires_at": now + timedelta(seconds=ttl),
+            **values,
+        }
+        stmt = self._insert(records).values(scope=scope, key=key, **row)
+        upsert = stmt.on_conflict_do_update(
+            index_elements=[records.c.scope, records.c.key],
+            set_={name: stmt.excluded[name] for name in row},
+            where=or_(
+                records.c.expires_at <= now,
+                and_(
+                    records.c.state == State.IN_PROGRESS.value,
+                    records.c.locked_until <= now,
                 ),
-            ).returning(records.c.lease_token)
-            if await conn.scalar(upsert) == token:
-                return Claimed(token)
-            row = (
-                await conn.execute(
-                    select(
-                        records.c.fingerprint,
-                        records.c.state,
-                        records.c.locked_until,
-                        records.c.status,
-                        records.c.headers,
-                        records.c.body,
-                    ).where(records.c.scope == scope, records.c.key == key)
+            ),
+        ).returning(records.c.lease_token)
+        return bool(await conn.scalar(upsert) == token)
+
+    async def read(self, scope: str, key: str) -> Record | None:
+        """The live record of a key, if any (an expired one counts as absent)."""
+        async with self.db.read() as conn:
+            found = await self._read(conn, scope, key)
+        return found
+
+    async def _read(self, conn: AsyncConnection, scope: str, key: str) -> Record | None:
+        row = (
+            await conn.execute(
+                select(
+                    records.c.fingerprint,
+                    records.c.state,
+                    records.c.locked_until,
+                    records.c.status,
+                    records.c.headers,
+                    records.c.body,
+                ).where(
+                    records.c.scope == scope,
+                    records.c.key == key,
+                    records.c.expires_at > clock.now(),
                 )
-            ).first()
-            if row is not None:
-                return Found(_record(row))
-            # Released between our upsert and our read: try again.
-        raise RuntimeError(f"could not claim idempotency key {key!r}: it keeps changing hands")
+            )
+        ).first()
+        return _record(row) if row is not None else None
 
     async def complete(
         self, scope: str, key: str, lease_token: str, response: StoredResponse, *, ttl: float
