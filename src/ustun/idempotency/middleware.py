@@ -39,8 +39,9 @@ DEFAULT_TTL = 86_400.0
 DEFAULT_MAX_BODY = 1024 * 1024
 REPLAY_HEADERS = ("content-type", "location", "etag")
 REPLAYED_HEADER = "idempotent-replayed"
-# Never stored, as at Stripe: the request was refused before it did anything (validation, rate).
-UNSTORED_STATUSES = frozenset({422, 429})
+# Never stored, as at Stripe: the request was refused before it did anything (validation,
+# a failed or missing precondition, rate limiting), so a corrected retry may use the same key.
+UNSTORED_STATUSES = frozenset({412, 422, 428, 429})
 IN_PROGRESS_RETRY_AFTER = 1.0
 _HEADER = HEADER.encode()
 

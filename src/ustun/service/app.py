@@ -9,7 +9,7 @@ from fastapi import FastAPI
 
 from ustun import __version__
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
-from ustun.service import health, ledger_accounts, payments, problems, transfers
+from ustun.service import documents, health, ledger_accounts, payments, problems, transfers
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware
 from ustun.service.worker import Worker
 from ustun.settings import Settings
@@ -44,6 +44,7 @@ def create_app(
     app.include_router(payments.router)
     app.include_router(ledger_accounts.router)
     app.include_router(transfers.router)
+    app.include_router(documents.router)
     # Inside AuthMiddleware (added after it): keys are scoped by the authenticated account.
     app.add_middleware(
         IdempotencyMiddleware,

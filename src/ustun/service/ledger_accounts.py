@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Row, insert, select
 
 from ustun import clock, ids
 from ustun.clock import rfc3339
+from ustun.concurrency import conditional_read, validators
 from ustun.http.errors import ProblemError
-from ustun.http.etag import version_etag
+from ustun.service.conditional import Conditions, not_modified, representation
 from ustun.service.deps import DB, CurrentAccount
 from ustun.service.money import Balance, Currency
 from ustun.service.tables import ledger_accounts
@@ -31,13 +32,6 @@ def render(row: Row[Any]) -> dict[str, Any]:
     }
 
 
-def _answer(row: Row[Any], status: int = 200) -> JSONResponse:
-    headers = {"etag": version_etag(row.version)}
-    if status == 201:
-        headers["location"] = f"/v1/ledger-accounts/{row.id}"
-    return JSONResponse(render(row), status_code=status, headers=headers)
-
-
 class LedgerAccountCreate(BaseModel):
     """The body of `POST /v1/ledger-accounts`."""
 
@@ -50,7 +44,7 @@ class LedgerAccountCreate(BaseModel):
 @router.post("", status_code=201, response_model=None)
 async def create_ledger_account(
     body: LedgerAccountCreate, account: CurrentAccount, db: DB
-) -> JSONResponse:
+) -> Response:
     """Open a ledger account with an initial balance."""
     async with db.unit_of_work() as uow:
         row = (
@@ -67,14 +61,19 @@ async def create_ledger_account(
                 .returning(*ledger_accounts.c)
             )
         ).one()
-    return _answer(row, 201)
+    return representation(
+        render(row),
+        validators(row),
+        status=201,
+        headers={"location": f"/v1/ledger-accounts/{row.id}"},
+    )
 
 
 @router.get("/{ledger_account_id}", response_model=None)
 async def get_ledger_account(
-    ledger_account_id: str, account: CurrentAccount, db: DB
-) -> JSONResponse:
-    """One ledger account of the caller, with its current balance."""
+    ledger_account_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
+) -> Response:
+    """One ledger account of the caller, with its current balance; ETag / 304."""
     async with db.read() as conn:
         row = (
             await conn.execute(
@@ -86,4 +85,7 @@ async def get_ledger_account(
         ).first()
     if row is None:
         raise ProblemError("not-found", f"No ledger account {ledger_account_id!r}.")
-    return _answer(row)
+    current = validators(row)
+    if conditional_read(request.method, pre, current):
+        return not_modified(current)
+    return representation(render(row), current)

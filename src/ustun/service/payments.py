@@ -1,18 +1,28 @@
-"""Payments: `GET /v1/payments`, `POST /v1/payments` and the shape of a payment."""
+"""Payments: `GET`/`POST /v1/payments`, `GET`/`PATCH /v1/payments/{id}`, and their shape."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
-from sqlalchemy import Row, insert
+from sqlalchemy import ColumnElement, Row, insert, select
 
 from ustun import clock, ids
 from ustun.clock import rfc3339
-from ustun.http.etag import version_etag
+from ustun.concurrency import (
+    GuardRejected,
+    compare_and_set,
+    conditional_read,
+    require_if_match,
+    validators,
+)
+from ustun.http.errors import NotFoundError, StateConflictError
 from ustun.idempotency import idempotency
+from ustun.service.accounts import Account
+from ustun.service.bodies import read_json
+from ustun.service.conditional import Conditions, not_modified, representation
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.money import Amount, Currency
 from ustun.service.pagination import page
@@ -64,7 +74,7 @@ class PaymentCreate(BaseModel):
 
 
 @router.post("", status_code=201, openapi_extra=idempotency("required"), response_model=None)
-async def create_payment(body: PaymentCreate, account: CurrentAccount, db: DB) -> JSONResponse:
+async def create_payment(body: PaymentCreate, account: CurrentAccount, db: DB) -> Response:
     """Create a pending payment; retries with the same Idempotency-Key replay this answer."""
     now = clock.now()
     async with db.unit_of_work() as uow:
@@ -83,8 +93,78 @@ async def create_payment(body: PaymentCreate, account: CurrentAccount, db: DB) -
                 .returning(*payments.c)
             )
         ).one()
-    return JSONResponse(
-        render(row),
-        status_code=201,
-        headers={"location": f"/v1/payments/{row.id}", "etag": version_etag(row.version)},
+    return representation(
+        render(row), validators(row), status=201, headers={"location": f"/v1/payments/{row.id}"}
     )
+
+
+class PaymentUpdate(BaseModel):
+    """The one change a client may make to a payment: settle it, from `pending` only."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    status: Literal["succeeded", "failed", "cancelled"]
+
+
+PATCH_MEDIA_TYPES = ("application/json", "application/merge-patch+json")
+
+
+def _payment_key(account: Account, payment_id: str) -> list[ColumnElement[bool]]:
+    return [payments.c.account_id == account.id, payments.c.id == payment_id]
+
+
+@router.head("/{payment_id}", response_model=None, operation_id="head_payment")
+@router.get("/{payment_id}", response_model=None)
+async def get_payment(
+    payment_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
+) -> Response:
+    """One payment with its ETag; 304 when If-None-Match matches."""
+    async with db.read() as conn:
+        row = (
+            await conn.execute(select(payments).where(*_payment_key(account, payment_id)))
+        ).first()
+    if row is None:
+        raise NotFoundError(f"No payment {payment_id!r} in this account.")
+    current = validators(row)
+    if conditional_read(request.method, pre, current):
+        return not_modified(current)
+    return representation(render(row), current)
+
+
+@router.patch(
+    "/{payment_id}",
+    response_model=None,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                media_type: {"schema": PaymentUpdate.model_json_schema()}
+                for media_type in PATCH_MEDIA_TYPES
+            },
+        }
+    },
+)
+async def update_payment(
+    payment_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
+) -> Response:
+    """Move a pending payment to succeeded, failed or cancelled, under `If-Match`."""
+    require_if_match(pre)
+    change = await read_json(request, PaymentUpdate, PATCH_MEDIA_TYPES)
+    async with db.unit_of_work() as uow:
+        try:
+            row = await compare_and_set(
+                uow.conn,
+                payments,
+                where=_payment_key(account, payment_id),
+                pre=pre,
+                values={"status": change.status, "updated_at": clock.now()},
+                method="PATCH",
+                guard=payments.c.status == "pending",
+            )
+        except GuardRejected as refused:
+            raise StateConflictError(
+                f"The payment is {refused.current.status}; only a pending payment can become "
+                f"{change.status}.",
+                current_status=refused.current.status,
+            ) from None
+    return representation(render(row), validators(row))
