@@ -169,9 +169,10 @@ class IdempotencyMiddleware:
         self.sql = store if transactional and isinstance(store, SqlRecordStore) else None
         # Transactional mode either claims first, in a transaction of its own (so concurrent
         # duplicates see the claim and get 409), or writes the record once, at commit, in the
-        # handler's transaction. On SQLite, where write transactions are serialised anyway, the
-        # second saves a whole write transaction per request: a duplicate waits for the write
-        # lock, then finds the completed record and replays it.
+        # handler's transaction ("settle"). On SQLite, where write transactions are serialised
+        # anyway, settling saves a whole write transaction per request. A retry of a settled key
+        # then runs the handler again, but its transaction finds the record at commit, rolls
+        # back, and the stored answer is sent: the effect still happens once.
         if claim_first is None:
             claim_first = self.sql is None or not self.sql.db.is_sqlite
         self.claim_first = claim_first
@@ -268,15 +269,6 @@ class IdempotencyMiddleware:
                 await self._answer_found(first.record, req, scope, send)
                 return
             claim = first
-        else:
-            # A plain read (no write lock on SQLite): a retry of a settled key is answered
-            # from its record without running the handler again.
-            settled = await sql.read(req.scope, req.key)
-            if settled is not None and (
-                settled.state is State.COMPLETED or settled.locked_until > clock.now()
-            ):
-                await self._answer_found(settled, req, scope, send)
-                return
         capture = _Capture(self.max_body)
         try:
             # The handler's own unit of work joins the held one; it commits at the end of this

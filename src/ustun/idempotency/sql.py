@@ -6,10 +6,11 @@ expired or its holder's lease ran out; `RETURNING lease_token` says whether we w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Row, and_, delete, or_, select, update
+from sqlalchemy import Executable, Row, Table, and_, bindparam, delete, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -37,12 +38,30 @@ def _record(row: Row[Any, Any, Any, Any, Any, Any]) -> Record:
     return Record(row.fingerprint, State(row.state), row.locked_until, response)
 
 
+def _upsert_statement(insert: Callable[[Table], Any]) -> Executable:
+    """The claim/settle upsert, built once: per request only its parameters change."""
+    columns = [c.name for c in records.c if c.name not in ("scope", "key")]
+    stmt = insert(records).values({c.name: bindparam(c.name, type_=c.type) for c in records.c})
+    now = bindparam("now", type_=records.c.expires_at.type)
+    upsert: Executable = stmt.on_conflict_do_update(
+        index_elements=[records.c.scope, records.c.key],
+        set_={name: stmt.excluded[name] for name in columns},
+        where=or_(
+            records.c.expires_at <= now,
+            and_(records.c.state == State.IN_PROGRESS.value, records.c.locked_until <= now),
+        ),
+    ).returning(records.c.lease_token)
+    return upsert
+
+
 class SqlRecordStore:
     """Records in the `idempotency_records` table of `db`."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._insert = sqlite.insert if db.is_sqlite else postgresql.insert
+        self._upsert_statement = _upsert_statement(
+            sqlite.insert if db.is_sqlite else postgresql.insert
+        )
 
     async def claim(
         self, scope: str, key: str, fingerprint: str, *, lease: float, ttl: float
@@ -115,6 +134,8 @@ class SqlRecordStore:
     ) -> bool:
         """Insert the record, or replace one that expired or whose lease ran out; True if won."""
         row = {
+            "scope": scope,
+            "key": key,
             "fingerprint": fingerprint,
             "lease_token": token,
             "status": None,
@@ -122,21 +143,10 @@ class SqlRecordStore:
             "body": None,
             "created_at": now,
             "expires_at": now + timedelta(seconds=ttl),
+            "now": now,
             **values,
         }
-        stmt = self._insert(records).values(scope=scope, key=key, **row)
-        upsert = stmt.on_conflict_do_update(
-            index_elements=[records.c.scope, records.c.key],
-            set_={name: stmt.excluded[name] for name in row},
-            where=or_(
-                records.c.expires_at <= now,
-                and_(
-                    records.c.state == State.IN_PROGRESS.value,
-                    records.c.locked_until <= now,
-                ),
-            ),
-        ).returning(records.c.lease_token)
-        return bool(await conn.scalar(upsert) == token)
+        return bool(await conn.scalar(self._upsert_statement, row) == token)
 
     async def read(self, scope: str, key: str) -> Record | None:
         """The live record of a key, if any (an expired one counts as absent)."""
