@@ -1,7 +1,7 @@
 """Idempotency records in the application's own database (SQLite or PostgreSQL).
 
 The claim is one upsert: insert the key as in progress, or take the row over when the record
-expired or its holder's lease ran out; `RETURNING lease_token` says whether we won.
+expired or its holder's lease ran out; the row count (1 or 0) says whether we won.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def _upsert_statement(insert: Callable[[Table], Any]) -> Executable:
             records.c.expires_at <= now,
             and_(records.c.state == State.IN_PROGRESS.value, records.c.locked_until <= now),
         ),
-    ).returning(records.c.lease_token)
+    )
     return upsert
 
 
@@ -146,7 +146,10 @@ class SqlRecordStore:
             "now": now,
             **values,
         }
-        return bool(await conn.scalar(self._upsert_statement, row) == token)
+        # No RETURNING: the row count says whether the insert or the takeover happened, and
+        # skipping the fetch saves a round trip to the driver's thread on SQLite.
+        result = await conn.execute(self._upsert_statement, row)
+        return bool(result.rowcount == 1)
 
     async def read(self, scope: str, key: str) -> Record | None:
         """The live record of a key, if any (an expired one counts as absent)."""
