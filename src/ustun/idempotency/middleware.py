@@ -1,9 +1,10 @@
 """The pure-ASGI idempotency middleware (wraps `send`, like Starlette's GZipMiddleware).
 
 Two modes:
-- **transactional** (a `SqlRecordStore` on the app's own `Database`): the handler runs inside a
-  unit of work the middleware opens, and the record is completed in that same transaction,
-  fenced by the lease token. The effect and the stored response commit together or not at all.
+- **transactional** (a `SqlRecordStore` on the app's own `Database`): the handler's unit of
+  work is held open by the middleware (`Database.hold()`), and the record is completed in that
+  same transaction, fenced by the lease token, just before COMMIT. The effect and the stored
+  response commit together or not at all.
 - **plain** (any store, e.g. Redis): the handler commits on its own; the response is stored
   afterwards. A crash between the two can re-execute on retry: use transactional mode when the
   business data is in the same database.
@@ -30,12 +31,11 @@ from ustun.idempotency.policy import Policy, route_policy
 from ustun.idempotency.records import Claimed, Found, Record, State, StoredResponse
 from ustun.idempotency.sql import SqlRecordStore
 from ustun.idempotency.store import RecordStore
+from ustun.settings import DEFAULT_IDEMPOTENCY_LEASE, DEFAULT_IDEMPOTENCY_TTL
 from ustun.store import UnitOfWork
 
 log = logging.getLogger("ustun.idempotency")
 
-DEFAULT_LEASE = 30.0
-DEFAULT_TTL = 86_400.0
 DEFAULT_MAX_BODY = 1024 * 1024
 REPLAY_HEADERS = ("content-type", "location", "etag")
 REPLAYED_HEADER = "idempotent-replayed"
@@ -155,8 +155,8 @@ class IdempotencyMiddleware:
         prefix: str = "/",
         methods: Iterable[str] = ("POST", "PATCH"),
         default_policy: Policy = "optional",
-        lease: float = DEFAULT_LEASE,
-        ttl: float = DEFAULT_TTL,
+        lease: float = DEFAULT_IDEMPOTENCY_LEASE,
+        ttl: float = DEFAULT_IDEMPOTENCY_TTL,
         max_body: int = DEFAULT_MAX_BODY,
         replay_headers: Iterable[str] = (),
         store_server_errors: bool = True,
