@@ -139,7 +139,7 @@ TRANSFERS = st.lists(
 
 
 @settings(
-    max_examples=12,
+    max_examples=8,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
