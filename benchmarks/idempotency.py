@@ -28,6 +28,7 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+from redis import Redis
 
 from ustun.service.accounts import create_key
 from ustun.store import Database
@@ -35,6 +36,7 @@ from ustun.store.migrate import upgrade
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_SERVER = os.environ.get("BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 BODY = '{"amount":1250,"currency":"EUR","order_id":7,"description":"benchmark"}'
 # Each wrk thread numbers its requests; the thread id and a run id keep keys unique.
 WRK_SCRIPT = """
@@ -159,11 +161,12 @@ class Running:
         self.script = tmp / f"{uuid.uuid4().hex}.lua"
         self.script.write_text(WRK_SCRIPT % {"body": BODY, "key": key})
         port = _free_port()
+        self.redis_prefix = f"ustun-bench:{uuid.uuid4().hex}:"
         env = {
             **os.environ,
             "USTUN_DATABASE_URL": url,
             "BENCH_VARIANT": variant.layer,
-            "BENCH_REDIS_PREFIX": f"ustun-bench:{uuid.uuid4().hex}:",
+            "BENCH_REDIS_PREFIX": self.redis_prefix,
             "PYTHONPATH": str(ROOT),
         }
         server = [sys.executable, "-m", "uvicorn", "benchmarks.idempotency_apps:app", "--factory"]
@@ -185,6 +188,11 @@ class Running:
         self.proc.wait(20)
         if self.pg_name is not None:
             asyncio.run(_pg(f'DROP DATABASE IF EXISTS "{self.pg_name}" WITH (FORCE)'))
+        redis = Redis.from_url(REDIS_URL)
+        keys = list(redis.scan_iter(match=f"{self.redis_prefix}*"))
+        for start in range(0, len(keys), 500):
+            redis.delete(*keys[start : start + 500])
+        redis.close()
 
 
 def main() -> None:
