@@ -8,15 +8,18 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ustun import __version__, instrumentation
+from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
 from ustun.service import (
     asyncapi,
     dashboard,
     documents,
     health,
+    ledger_accounts,
     metrics,
     openapi,
     payments,
     problems,
+    transfers,
 )
 from ustun.service.metrics import Metrics
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware, UrlGuardMiddleware
@@ -58,10 +61,21 @@ def create_app(
     openapi.install(app, events=lambda: app.state.event_docs())
     app.include_router(health.router)
     app.include_router(payments.router)
+    app.include_router(ledger_accounts.router)
+    app.include_router(transfers.router)
     app.include_router(documents.router)
     app.include_router(metrics.router)
     app.include_router(asyncapi.router)
     dashboard.install(app, settings.secret_key)
+    # Inside AuthMiddleware (added after it): keys are scoped by the authenticated account.
+    app.add_middleware(
+        IdempotencyMiddleware,
+        store=SqlRecordStore(database),
+        transactional=True,
+        prefix="/v1/",
+        lease=settings.idempotency_lease,
+        ttl=settings.idempotency_ttl,
+    )
     # Added last, so it runs first: every response, even a 401, carries the request id.
     app.add_middleware(AuthMiddleware, db=database)
     app.add_middleware(UrlGuardMiddleware)
