@@ -5,7 +5,7 @@ and knows nothing about Prometheus; the service adds a hook that turns events in
 With no hook installed, `emit` costs one empty loop.
 
 Events ustun emits (name: labels, value):
-- `idempotency`: `outcome` in executed | replayed | in-progress | reused | expired.
+- `idempotency`: `outcome` in executed | replayed | in-progress | reused.
 - `delivery_attempt`: `outcome` in succeeded | failed | timeout | error; value = seconds.
 - `job`: `status` a job moved to; no value.
 """

@@ -112,3 +112,16 @@ async def test_queue_gauges_are_read_at_scrape_time(app: FastAPI, http: httpx.As
     samples = await _samples(http)
     assert samples[_key("ustun_queue_depth", queue="test")] == 7
     assert samples[_key("ustun_queue_oldest_due_age_seconds", queue="test")] == 12.5
+
+
+async def test_idempotency_outcomes_are_counted(http: httpx.AsyncClient) -> None:
+    payment = {"amount": 100, "currency": "EUR"}
+    key = {"idempotency-key": "metrics-1"}
+    assert (await http.post("/v1/payments", json=payment, headers=key)).status_code == 201
+    replay = await http.post("/v1/payments", json=payment, headers=key)
+    assert replay.headers["idempotent-replayed"] == "true"
+    reused = await http.post("/v1/payments", json={**payment, "amount": 5}, headers=key)
+    assert reused.status_code == 422
+    samples = await _samples(http)
+    for outcome in ("executed", "replayed", "reused"):
+        assert samples[_key("ustun_idempotency_requests_total", outcome=outcome)] == 1, outcome

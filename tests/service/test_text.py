@@ -28,3 +28,22 @@ async def test_documents_refuse_it_with_a_validation_problem(
     )
     assert response.status_code == 422, response.text
     assert response.json()["errors"][0]["field"] == "body.title"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/payments", {"amount": 100, "currency": "EUR", "description": "a\x00"}, "description"),
+        (
+            "/v1/transfers",
+            {"from": "la_\x00", "to": "la_x", "amount": 1, "currency": "EUR"},
+            "from",
+        ),
+    ],
+)
+async def test_idempotent_creates_refuse_it_too(
+    client: httpx.AsyncClient, path: str, body: dict[str, object], field: str
+) -> None:
+    response = await client.post(path, json=body, headers={"idempotency-key": f"nul-{field}"})
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"][0]["field"] == f"body.{field}"

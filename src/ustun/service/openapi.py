@@ -89,6 +89,9 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
     ),
     ("PATCH", "/v1/documents/{document_id}"): _CONDITIONAL_WRITE,
     ("DELETE", "/v1/documents/{document_id}"): Notes(if_match="required"),
+    ("GET", "/v1/ledger-accounts/{ledger_account_id}"): _CONDITIONAL_READ,
+    # A `from` or `to` naming no ledger account of this account is a 404.
+    ("POST", "/v1/transfers"): Notes(problems=("not-found", "insufficient-funds")),
 }
 
 

@@ -27,6 +27,7 @@ from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.money import Amount, Currency
 from ustun.service.pagination import page
 from ustun.service.tables import payments
+from ustun.service.text import Text
 
 router = APIRouter(prefix="/v1/payments", tags=["payments"])
 
@@ -70,7 +71,7 @@ class PaymentCreate(BaseModel):
     amount: Amount
     currency: Currency
     order_id: StrictInt | None = None
-    description: str | None = Field(default=None, max_length=1000)
+    description: Text | None = Field(default=None, max_length=1000)
 
 
 @router.post("", status_code=201, openapi_extra=idempotency("required"), response_model=None)
