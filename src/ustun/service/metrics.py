@@ -59,7 +59,7 @@ class Metrics:
         )
         self.idempotency = Counter(
             "ustun_idempotency_requests",
-            "Requests with an Idempotency-Key by outcome (executed, replayed, in-progress, reused).",
+            "Requests with an Idempotency-Key by outcome: executed, replayed, in-progress, reused.",
             ["outcome"],
             registry=r,
         )
