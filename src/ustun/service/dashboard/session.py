@@ -20,7 +20,6 @@ from starlette.responses import Response
 COOKIE = "ustun_dashboard"
 MAX_AGE = 12 * 3600  # seconds a login lasts
 CSRF_FIELD = "csrf_token"
-CSRF_HEADER = "x-csrf-token"
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from fastapi.templating import Jinja2Templates
 from ustun.clock import rfc3339
 from ustun.http.errors import ProblemError
 from ustun.service.accounts import Account, account_by_id
-from ustun.service.dashboard.session import CSRF_FIELD, CSRF_HEADER, Session, SessionCodec
+from ustun.service.dashboard.session import CSRF_FIELD, Session, SessionCodec
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -52,12 +52,9 @@ async def viewer(request: Request) -> Viewer:
 
 
 async def check_csrf(request: Request, session: Session | None) -> None:
-    """Refuse (403 `csrf-failed`) a POST whose form or header lacks this session's token."""
-    presented = request.headers.get(CSRF_HEADER)
-    if presented is None:
-        form = await request.form()
-        value = form.get(CSRF_FIELD)
-        presented = value if isinstance(value, str) else None
+    """Refuse (403 `csrf-failed`) a POST whose form lacks this session's token."""
+    value = (await request.form()).get(CSRF_FIELD)
+    presented = value if isinstance(value, str) else None
     if session is None or not session.csrf_matches(presented):
         raise ProblemError("csrf-failed", "Reload the page and submit the form again.")
 
