@@ -1,5 +1,19 @@
 """The public face of ustun's exception tree (defined in `ustun.http.errors`, the bottom layer)."""
 
-from ustun.http.errors import ProblemError, UstunError
+from ustun.http.errors import (
+    InvalidSignature,
+    MissingHeaders,
+    ProblemError,
+    SignatureError,
+    TimestampOutOfRange,
+    UstunError,
+)
 
-__all__ = ["ProblemError", "UstunError"]
+__all__ = [
+    "InvalidSignature",
+    "MissingHeaders",
+    "ProblemError",
+    "SignatureError",
+    "TimestampOutOfRange",
+    "UstunError",
+]

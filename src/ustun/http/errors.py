@@ -1,7 +1,11 @@
 """The ustun exception tree (pure: every layer may raise these; `ustun.errors` re-exports them).
 
 UstunError
-└── ProblemError    an RFC 9457 problem: raised by handlers, rendered as problem+json
+├── ProblemError            an RFC 9457 problem: raised by handlers, rendered as problem+json
+└── SignatureError          a webhook failed Standard Webhooks verification
+    ├── MissingHeaders      webhook-id, webhook-timestamp or webhook-signature absent/malformed
+    ├── TimestampOutOfRange webhook-timestamp further from now than the tolerance
+    └── InvalidSignature    no signature matches any of the secrets
 """
 
 from __future__ import annotations
@@ -32,3 +36,19 @@ class ProblemError(UstunError):
         self.status = status
         self.headers = dict(headers or {})
         self.extensions = extensions
+
+
+class SignatureError(UstunError):
+    """A webhook could not be verified; never process its body."""
+
+
+class MissingHeaders(SignatureError):
+    """A Standard Webhooks header is absent or malformed."""
+
+
+class TimestampOutOfRange(SignatureError):
+    """`webhook-timestamp` is older or newer than the tolerance allows (replay protection)."""
+
+
+class InvalidSignature(SignatureError):
+    """No `v1` signature in `webhook-signature` matches the body under the secret."""
