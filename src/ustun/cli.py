@@ -18,6 +18,7 @@ from ustun.service.worker import Worker
 from ustun.settings import Settings
 from ustun.store import Database
 from ustun.store.migrate import SchemaOutOfDate, check_current, upgrade
+from ustun.webhooks.secretbox import SecretKeyError
 
 T = TypeVar("T")
 
@@ -49,7 +50,7 @@ def _run(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run `main` in a fresh event loop; an out-of-date schema exits 1 with what to do."""
     try:
         return asyncio.run(main())
-    except SchemaOutOfDate as exc:
+    except (SchemaOutOfDate, SecretKeyError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
 

@@ -8,8 +8,16 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ustun import __version__
-from ustun.service import health, payments, problems
+from ustun.service import (
+    health,
+    payments,
+    problems,
+    webhook_deliveries,
+    webhook_endpoints,
+    webhook_events,
+)
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware
+from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
 from ustun.settings import Settings
 from ustun.store import Database
@@ -38,9 +46,13 @@ def create_app(
     app = FastAPI(title="ustun", version=__version__, lifespan=lifespan)
     app.state.db = database
     app.state.settings = settings
+    app.state.secret_box = secret_box(settings)
     problems.install(app)
     app.include_router(health.router)
     app.include_router(payments.router)
+    app.include_router(webhook_endpoints.router)
+    app.include_router(webhook_events.router)
+    app.include_router(webhook_deliveries.router)
     # Added last, so it runs first: every response, even a 401, carries the request id.
     app.add_middleware(AuthMiddleware, db=database)
     app.add_middleware(RequestIdMiddleware)

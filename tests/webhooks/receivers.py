@@ -1,0 +1,76 @@
+"""A real local webhook receiver (aiohttp on a free port) whose answers a test scripts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from support import free_port
+
+Reply = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def ok(_: web.Request) -> web.StreamResponse:
+    return web.Response(text="ok")
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    at: float
+
+
+@dataclass
+class Receiver:
+    """Serves every path; `script[path]` is a list of replies used in turn, then `ok`."""
+
+    port: int = field(default_factory=free_port)
+    script: dict[str, list[Reply]] = field(default_factory=dict)
+    received: list[Received] = field(default_factory=list)
+    _runner: web.AppRunner | None = None
+
+    def url(self, path: str = "/hook") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def bodies(self, path: str = "/hook") -> list[bytes]:
+        return [r.body for r in self.received if r.path == path]
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        self.received.append(Received(request.path, dict(request.headers), body, time.monotonic()))
+        replies = self.script.get(request.path, [])
+        return await (replies.pop(0) if replies else ok)(request)
+
+    async def start(self) -> Receiver:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def status(code: int, headers: dict[str, str] | None = None) -> Reply:
+    async def reply(_: web.Request) -> web.StreamResponse:
+        return web.Response(status=code, text=f"answer {code}", headers=headers)
+
+    return reply
+
+
+def sleep(seconds: float) -> Reply:
+    async def reply(_: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(seconds)
+        return web.Response(text="late")
+
+    return reply
