@@ -18,15 +18,15 @@ from ustun.webhooks.outbox import emit
 from ustun.webhooks.tables import attempts, deliveries, endpoints, events
 
 
-async def until(condition: Any, *, timeout: float = 15.0, what: str) -> Any:
+async def until(condition: Any, *, within: float = 15.0, what: str) -> Any:
     """Await `condition()` until it is truthy (async variant of support.wait_for)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while True:
         result = await condition()
         if result:
             return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            raise AssertionError(f"timed out after {within} s waiting for {what}")
         await asyncio.sleep(0.05)
 
 
@@ -176,7 +176,7 @@ async def test_429_retry_after_is_honoured_and_clamped(
     make_endpoint: MakeEndpoint,
     dispatcher: Dispatcher,
 ) -> None:
-    # Scheduled delay 0.2 s ±20 %; Retry-After 1 is clamped to 2 × 0.2 = 0.4 s, never 1 s.
+    # Scheduled delay 0.2 s ±20 %; Retry-After 1 is clamped to 2 x 0.2 = 0.4 s, never 1 s.
     receiver.script["/hook"] = [status(429, {"Retry-After": "1"})]
     await make_endpoint(receiver.url())
     event_id = await send(db, account_id, "payment.created")
