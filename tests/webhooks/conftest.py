@@ -7,7 +7,6 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from receivers import Receiver
 from sqlalchemy import select
 
 from ustun.service.accounts import hash_key
@@ -16,6 +15,7 @@ from ustun.store.tables import api_keys
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.secretbox import SecretBox
+from webhook_receivers import Receiver
 
 SCHEDULE = (0.2, 0.4, 0.8)
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
 
-from receivers import Receiver, sleep, status
 from sqlalchemy import select
 
 from conftest import SCHEDULE, MakeEndpoint
@@ -16,18 +14,7 @@ from ustun.webhooks import verify
 from ustun.webhooks.dispatcher import Dispatcher
 from ustun.webhooks.outbox import emit
 from ustun.webhooks.tables import attempts, deliveries, endpoints, events
-
-
-async def until(condition: Any, *, within: float = 15.0, what: str) -> Any:
-    """Await `condition()` until it is truthy (async variant of support.wait_for)."""
-    deadline = time.monotonic() + within
-    while True:
-        result = await condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        await asyncio.sleep(0.05)
+from webhook_receivers import Receiver, sleep, status, until
 
 
 async def send(db: Database, account_id: str, event_type: str, **data: Any) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 
@@ -74,3 +75,15 @@ def sleep(seconds: float) -> Reply:
         return web.Response(text="late")
 
     return reply
+
+
+async def until(condition: Callable[[], Awaitable[Any]], *, within: float = 15.0, what: str) -> Any:
+    """Await `condition()` until it is truthy (the async twin of `support.wait_for`)."""
+    deadline = time.monotonic() + within
+    while True:
+        result = await condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within} s waiting for {what}")
+        await asyncio.sleep(0.05)
