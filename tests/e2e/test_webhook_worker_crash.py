@@ -16,7 +16,7 @@ from ustun.webhooks import endpoints as ops
 from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.tables import deliveries
-from webhook_receivers import Receiver, sleep, until
+from webhook_support import Receiver, sleep, until
 
 TEST_KEY = "test-only-secret-key-0123456789abcdef"
 EVENTS = 30

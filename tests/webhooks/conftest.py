@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import select
@@ -15,9 +15,7 @@ from ustun.store.tables import api_keys
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.secretbox import SecretBox
-from webhook_receivers import Receiver
-
-SCHEDULE = (0.2, 0.4, 0.8)
+from webhook_support import SCHEDULE, MakeEndpoint, Receiver
 
 
 @pytest.fixture
@@ -61,9 +59,6 @@ async def dispatcher(
     stopping.set()
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.wait_for(task, 10)
-
-
-MakeEndpoint = Callable[..., Awaitable[tuple[str, str]]]
 
 
 @pytest.fixture

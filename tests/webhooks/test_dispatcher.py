@@ -8,13 +8,12 @@ from typing import Any
 
 from sqlalchemy import select
 
-from conftest import SCHEDULE, MakeEndpoint
 from ustun.store import Database
 from ustun.webhooks import verify
 from ustun.webhooks.dispatcher import Dispatcher
 from ustun.webhooks.outbox import emit
 from ustun.webhooks.tables import attempts, deliveries, endpoints, events
-from webhook_receivers import Receiver, sleep, status, until
+from webhook_support import SCHEDULE, MakeEndpoint, Receiver, sleep, status, until
 
 
 async def send(db: Database, account_id: str, event_type: str, **data: Any) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from conftest import MakeEndpoint
 from ustun.store import Database
 from ustun.webhooks.outbox import emit
 from ustun.webhooks.tables import deliveries, events
+from webhook_support import MakeEndpoint
 
 
 async def _counts(db: Database, account_id: str) -> tuple[int, int]:

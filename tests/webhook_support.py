@@ -1,4 +1,4 @@
-"""A real local webhook receiver (aiohttp on a free port) whose answers a test scripts."""
+"""Webhook test helpers: a real local receiver (aiohttp on a free port) that a test scripts."""
 
 from __future__ import annotations
 
@@ -13,6 +13,10 @@ from aiohttp import web
 from support import free_port
 
 Reply = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# make_endpoint(url, events=("*",), **options) -> (endpoint id, secret)
+MakeEndpoint = Callable[..., Awaitable[tuple[str, str]]]
+# A compressed retry schedule: three retries within 1.4 s.
+SCHEDULE = (0.2, 0.4, 0.8)
 
 
 async def ok(_: web.Request) -> web.StreamResponse:
