@@ -43,6 +43,7 @@ DEFAULT_BATCH = 256
 DEFAULT_MAX_IN_FLIGHT = 512
 DISABLE_AFTER = timedelta(days=5)
 WRITE_BATCH = 512
+WRITE_DELAY = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,8 @@ class Dispatcher:
         self._results: asyncio.Queue[_Result] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._soonest: float | None = None
+        # Endpoints that may have a failing streak to clear on their next success.
+        self._failing: set[str] = set()
 
     async def run(self, stopping: asyncio.Event) -> None:
         """The worker loop: deliver until `stopping` is set, then finish what is in flight."""
@@ -108,7 +111,9 @@ class Dispatcher:
             async with http, self._listening():
                 while not stopping.is_set():
                     self._wake.clear()
-                    if await self._claim_and_send(http) == 0:
+                    claimed, room = await self._claim_and_send(http)
+                    if claimed < room or room == 0:
+                        # Drained what is due (or full): sleep until something changes.
                         await self._sleep()
                 if self._tasks:
                     await asyncio.wait(self._tasks)
@@ -152,11 +157,11 @@ class Dispatcher:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
 
-    async def _claim_and_send(self, http: aiohttp.ClientSession) -> int:
-        """Claim what fits and start sending it; return how many were claimed."""
+    async def _claim_and_send(self, http: aiohttp.ClientSession) -> tuple[int, int]:
+        """Claim what fits and start sending it; return how many were claimed, of how many."""
         room = min(self.config.batch, self.config.max_in_flight - len(self._tasks))
         if room <= 0:
-            return 0
+            return 0, 0
         now = clock.now()
         claimed = await claim(
             self.db,
@@ -167,7 +172,7 @@ class Dispatcher:
             saturated=[eid for eid, gate in self._gates.items() if gate.saturated],
         )
         if not claimed:
-            return 0
+            return 0, room
         targets, bodies = await self._load(claimed, now)
         deadline = time.monotonic() + self.config.lease
         for item in claimed:
@@ -178,7 +183,7 @@ class Dispatcher:
             task = asyncio.create_task(self._deliver(http, item, endpoint, gate, body, deadline))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        return len(claimed)
+        return len(claimed), room
 
     def _gate(self, endpoint: endpoint_ops.Target) -> Gate:
         gate = self._gates.get(endpoint.id)
@@ -198,7 +203,11 @@ class Dispatcher:
             endpoint_rows = await conn.execute(
                 select(endpoints).where(endpoints.c.id.in_(endpoint_ids))
             )
-            targets = {r.id: endpoint_ops.target(self.box, r, now) for r in endpoint_rows}
+            targets = {}
+            for row in endpoint_rows:
+                targets[row.id] = endpoint_ops.target(self.box, row, now)
+                if row.failing_since is not None:
+                    self._failing.add(row.id)
             event_rows = (
                 await conn.execute(select(events).where(events.c.id.in_(event_ids)))
             ).all()
@@ -248,13 +257,17 @@ class Dispatcher:
             self._results.put_nowait(result)
         finally:
             gate.held -= 1
-            if gate.held == gate.cap // 2 or len(self._tasks) <= self.config.max_in_flight // 2:
+            # Refill in steps, not per completion: when the endpoint is down to half its cap,
+            # or the whole worker to half its room.
+            if gate.held == gate.cap // 2 or len(self._tasks) == self.config.max_in_flight // 2:
                 self._wake.set()
 
     async def _write(self) -> None:
         """Record outcomes in batches: one transaction for whatever has queued up."""
         while True:
             results = [await self._results.get()]
+            # Let a few more outcomes arrive: fewer, larger transactions (and fsyncs).
+            await asyncio.sleep(WRITE_DELAY)
             while len(results) < WRITE_BATCH and not self._results.empty():
                 results.append(self._results.get_nowait())
             try:
@@ -352,13 +365,16 @@ class Dispatcher:
         """Clear or start each endpoint's failing streak; disable on 410 or 5 days of failure."""
         e = endpoints
         conn = uow.conn
-        if batch.healthy:
+        recovered = batch.healthy & self._failing
+        if recovered:
             await conn.execute(
                 update(e)
-                .where(e.c.id.in_(batch.healthy), e.c.failing_since.is_not(None))
+                .where(e.c.id.in_(recovered), e.c.failing_since.is_not(None))
                 .values(failing_since=None)
             )
+            self._failing -= recovered
         failing = batch.failing - batch.healthy
+        self._failing |= failing
         if failing:
             await conn.execute(
                 update(e)
