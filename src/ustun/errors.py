@@ -3,8 +3,12 @@
 from ustun.http.errors import (
     InvalidSignature,
     MissingHeaders,
+    NotFoundError,
+    PreconditionFailedError,
+    PreconditionRequiredError,
     ProblemError,
     SignatureError,
+    StateConflictError,
     TimestampOutOfRange,
     UstunError,
 )
@@ -12,8 +16,12 @@ from ustun.http.errors import (
 __all__ = [
     "InvalidSignature",
     "MissingHeaders",
+    "NotFoundError",
+    "PreconditionFailedError",
+    "PreconditionRequiredError",
     "ProblemError",
     "SignatureError",
+    "StateConflictError",
     "TimestampOutOfRange",
     "UstunError",
 ]

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from ustun import __version__
 from ustun.service import (
+    documents,
     health,
     payments,
     problems,
@@ -50,6 +51,7 @@ def create_app(
     problems.install(app)
     app.include_router(health.router)
     app.include_router(payments.router)
+    app.include_router(documents.router)
     app.include_router(webhook_endpoints.router)
     app.include_router(webhook_events.router)
     app.include_router(webhook_deliveries.router)
