@@ -74,6 +74,9 @@ async def test_bad_endpoints_are_validation_errors(
 async def test_patch_with_if_match_and_disable_logs_an_event(client: httpx.AsyncClient) -> None:
     made = (await client.post("/v1/webhook-endpoints", json={"url": HOOK})).json()
     path = f"/v1/webhook-endpoints/{made['id']}"
+    nulled = await client.patch(path, json={"url": None, "max_in_flight": None})
+    assert nulled.status_code == 422
+    assert [e["field"] for e in nulled.json()["errors"]] == ["body.url", "body.max_in_flight"]
     stale = await client.patch(path, json={"description": "x"}, headers={"if-match": '"9"'})
     assert stale.status_code == 412
     changed = await client.patch(

@@ -193,6 +193,15 @@ async def update_endpoint(
 ) -> dict[str, Any]:
     """Change the URL, filters, payload, limits; `enabled: false` disables (and logs it)."""
     change = body.model_dump(exclude_unset=True)
+    nulled = [name for name, value in change.items() if value is None and name != "rate_limit"]
+    if nulled:
+        raise ProblemError(
+            "validation-error",
+            f"Invalid value in body.{nulled[0]}: it cannot be null.",
+            errors=[
+                {"field": f"body.{n}", "message": "cannot be null", "type": "null"} for n in nulled
+            ],
+        )
     if change.get("url") is not None:
         _check_url(change["url"], settings.webhook_allow_private)
     enabled = change.pop("enabled", None)

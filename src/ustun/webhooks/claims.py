@@ -1,6 +1,6 @@
 """Claiming due deliveries with a lease, so any number of workers share the work safely.
 
-One statement for both backends: PostgreSQL locks candidate rows with `FOR UPDATE SKIP
+One statement for both backends: PostgreSQL locks the chosen rows with `FOR UPDATE SKIP
 LOCKED` (concurrent workers take disjoint sets); SQLite runs it inside `BEGIN IMMEDIATE`, which
 serialises writers. A claim moves `next_attempt_at` to the end of the lease and stamps a
 `lease_token`: a worker that dies leaves rows that become due again when the lease ends, and a
@@ -43,7 +43,7 @@ async def claim(
     token: str,
     saturated: Collection[str] = (),
 ) -> list[Claim]:
-    """Claim up to `limit` due deliveries, at most `max_in_flight` per endpoint.
+    """Claim up to `limit` due deliveries, at most one endpoint's `max_in_flight` from each.
 
     `saturated` endpoints (already at their cap in this worker) are skipped, so their backlog
     never crowds out other endpoints' deliveries.
@@ -52,12 +52,13 @@ async def claim(
     conditions = [d.c.status.in_([s.value for s in DUE]), d.c.next_attempt_at <= now]
     if saturated:
         conditions.append(d.c.endpoint_id.not_in(list(saturated)))
+    # Rank candidates without locking them, then lock only the chosen rows (skipping any that
+    # another worker holds): locking the whole scan would dirty every scanned row.
     due = (
         select(d.c.id, d.c.endpoint_id, d.c.next_attempt_at)
         .where(*conditions)
         .order_by(d.c.next_attempt_at)
         .limit(limit * SCAN_FACTOR)
-        .with_for_update(skip_locked=True)
         .subquery("due")
     )
     ranked = (
@@ -78,9 +79,10 @@ async def claim(
         .order_by(ranked.c.next_attempt_at)
         .limit(limit)
     )
+    locked = select(d.c.id).where(d.c.id.in_(chosen), *conditions).with_for_update(skip_locked=True)
     statement = (
         update(d)
-        .where(d.c.id.in_(chosen))
+        .where(d.c.id.in_(locked))
         .values(next_attempt_at=lease_until, lease_token=token)
         .returning(d.c.id, d.c.endpoint_id, d.c.event_id, d.c.attempt_count, d.c.status)
     )

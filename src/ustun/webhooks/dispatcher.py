@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -111,9 +112,7 @@ class Dispatcher:
             async with http, self._listening():
                 while not stopping.is_set():
                     self._wake.clear()
-                    claimed, room = await self._claim_and_send(http)
-                    if claimed < room or room == 0:
-                        # Drained what is due (or full): sleep until something changes.
+                    if not await self._claim_and_send(http):
                         await self._sleep()
                 if self._tasks:
                     await asyncio.wait(self._tasks)
@@ -152,16 +151,18 @@ class Dispatcher:
     async def _sleep(self) -> None:
         timeout = self.config.poll_interval
         if self._soonest is not None:
-            timeout = max(0.0, min(timeout, self._soonest - time.monotonic()))
-            self._soonest = None
+            left = self._soonest - time.monotonic()
+            if left <= 0:
+                self._soonest = None  # that retry was due, so the claim just made took it
+            timeout = max(0.0, min(timeout, left))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
 
-    async def _claim_and_send(self, http: aiohttp.ClientSession) -> tuple[int, int]:
-        """Claim what fits and start sending it; return how many were claimed, of how many."""
+    async def _claim_and_send(self, http: aiohttp.ClientSession) -> bool:
+        """Claim what fits and start sending it; True if more may be due right now."""
         room = min(self.config.batch, self.config.max_in_flight - len(self._tasks))
         if room <= 0:
-            return 0, 0
+            return False
         now = clock.now()
         claimed = await claim(
             self.db,
@@ -172,18 +173,23 @@ class Dispatcher:
             saturated=[eid for eid, gate in self._gates.items() if gate.saturated],
         )
         if not claimed:
-            return 0, room
+            return False
         targets, bodies = await self._load(claimed, now)
         deadline = time.monotonic() + self.config.lease
+        taken: Counter[str] = Counter()
         for item in claimed:
             endpoint = targets[item.endpoint_id]
             gate = self._gate(endpoint)
             gate.held += 1
+            taken[endpoint.id] += 1
             body = bodies[(item.event_id, endpoint.payload)]
             task = asyncio.create_task(self._deliver(http, item, endpoint, gate, body, deadline))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        return len(claimed), room
+        # A full batch, or an endpoint that got its whole cap, may have more waiting.
+        return len(claimed) == room or any(
+            n >= self._gates[eid].cap and not self._gates[eid].saturated for eid, n in taken.items()
+        )
 
     def _gate(self, endpoint: endpoint_ops.Target) -> Gate:
         gate = self._gates.get(endpoint.id)
@@ -257,9 +263,9 @@ class Dispatcher:
             self._results.put_nowait(result)
         finally:
             gate.held -= 1
-            # Refill in steps, not per completion: when the endpoint is down to half its cap,
-            # or the whole worker to half its room.
-            if gate.held == gate.cap // 2 or len(self._tasks) == self.config.max_in_flight // 2:
+            # Refill in steps, not per completion: when the endpoint is down to its cap, or the
+            # whole worker to half its room.
+            if gate.held == gate.cap or len(self._tasks) == self.config.max_in_flight // 2:
                 self._wake.set()
 
     async def _write(self) -> None:

@@ -41,8 +41,12 @@ class Gate:
 
     @property
     def saturated(self) -> bool:
-        """Holding as many deliveries as it may send at once: claim no more for now."""
-        return self.held >= self.cap
+        """Holding more than it may send at once: claim no more for now.
+
+        Refilling at `cap` keeps up to one more round queued behind the ones being sent, so the
+        endpoint never idles while the next claim runs, and nothing waits longer than one round.
+        """
+        return self.held > self.cap
 
     async def __aenter__(self) -> None:
         await self._sending.acquire()

@@ -12,6 +12,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 
 from ustun.store.tables import metadata
@@ -74,7 +75,13 @@ deliveries = Table(
     Column("lease_token", String(40), nullable=True),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
-    Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+    # Only the deliveries a dispatcher may claim, in due order: claims read it top-down.
+    Index(
+        "ix_webhook_deliveries_due",
+        "next_attempt_at",
+        postgresql_where=text("status IN ('pending', 'failed')"),
+        sqlite_where=text("status IN ('pending', 'failed')"),
+    ),
     Index("ix_webhook_deliveries_account_id_id", "account_id", "id"),
     Index("ix_webhook_deliveries_endpoint_id", "endpoint_id"),
     Index("ix_webhook_deliveries_event_id", "event_id"),

@@ -68,8 +68,13 @@ def upgrade() -> None:
         sa.Column("created_at", UTCDateTime(), nullable=False),
         sa.Column("updated_at", UTCDateTime(), nullable=False),
     )
+    due = sa.text("status IN ('pending', 'failed')")
     op.create_index(
-        "ix_webhook_deliveries_due", "webhook_deliveries", ["status", "next_attempt_at"]
+        "ix_webhook_deliveries_due",
+        "webhook_deliveries",
+        ["next_attempt_at"],
+        postgresql_where=due,
+        sqlite_where=due,
     )
     op.create_index(
         "ix_webhook_deliveries_account_id_id", "webhook_deliveries", ["account_id", "id"]
