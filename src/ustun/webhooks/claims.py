@@ -13,11 +13,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import Boolean, ColumnElement, func, literal_column, select, text, update
 
 from ustun.store import Database
-from ustun.webhooks.states import DUE
-from ustun.webhooks.tables import deliveries, endpoints
+from ustun.webhooks.tables import DUE_PREDICATE, deliveries, endpoints
 
 # How many due rows one claim looks at per row it may take (room for per-endpoint caps).
 SCAN_FACTOR = 4
@@ -49,7 +48,10 @@ async def claim(
     never crowds out other endpoints' deliveries.
     """
     d = deliveries
-    conditions = [d.c.status.in_([s.value for s in DUE]), d.c.next_attempt_at <= now]
+    conditions: list[ColumnElement[bool]] = [
+        literal_column(f"{d.name}.{DUE_PREDICATE}", Boolean()),
+        d.c.next_attempt_at <= now,
+    ]
     if saturated:
         conditions.append(d.c.endpoint_id.not_in(list(saturated)))
     # Rank candidates without locking them, then lock only the chosen rows (skipping any that

@@ -17,6 +17,11 @@ from sqlalchemy import (
 
 from ustun.store.tables import metadata
 from ustun.store.types import UTCDateTime
+from ustun.webhooks.states import DUE
+
+# The claimable rows, as literal SQL: a partial index is only usable when the query repeats its
+# predicate verbatim (a bound-parameter `IN` cannot be proven to imply it, on either backend).
+DUE_PREDICATE = "status IN ({})".format(", ".join(f"'{status.value}'" for status in DUE))
 
 endpoints = Table(
     "webhook_endpoints",
@@ -79,8 +84,8 @@ deliveries = Table(
     Index(
         "ix_webhook_deliveries_due",
         "next_attempt_at",
-        postgresql_where=text("status IN ('pending', 'failed')"),
-        sqlite_where=text("status IN ('pending', 'failed')"),
+        postgresql_where=text(DUE_PREDICATE),
+        sqlite_where=text(DUE_PREDICATE),
     ),
     Index("ix_webhook_deliveries_account_id_id", "account_id", "id"),
     Index("ix_webhook_deliveries_endpoint_id", "endpoint_id"),
