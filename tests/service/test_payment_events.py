@@ -72,3 +72,31 @@ async def test_rolled_back_request_emits_nothing(
         )
     assert (await client.get("/v1/events")).json()["data"] == []
     assert (await client.get(f"/v1/payments/{payment_id}")).json()["status"] == "pending"
+
+
+async def test_create_payment_and_transfer_emit_events(client: httpx.AsyncClient) -> None:
+    made = await client.post(
+        "/v1/payments",
+        json={"amount": 500, "currency": "EUR"},
+        headers={"idempotency-key": "pay-evt-1"},
+    )
+    assert made.status_code == 201, made.text
+    a = (await client.post("/v1/ledger-accounts", json={"currency": "EUR", "balance": 100})).json()
+    b = (await client.post("/v1/ledger-accounts", json={"currency": "EUR", "balance": 0})).json()
+    moved = await client.post(
+        "/v1/transfers",
+        json={"from": a["id"], "to": b["id"], "amount": 60, "currency": "EUR"},
+        headers={"idempotency-key": "tr-evt-1"},
+    )
+    assert moved.status_code == 201, moved.text
+    short = await client.post(
+        "/v1/transfers",
+        json={"from": a["id"], "to": b["id"], "amount": 1000, "currency": "EUR"},
+        headers={"idempotency-key": "tr-evt-2"},
+    )
+    assert short.status_code == 409
+    logged = (await client.get("/v1/events")).json()["data"]
+    assert [(e["type"], e["data"]["id"]) for e in logged] == [
+        ("transfer.completed", moved.json()["id"]),
+        ("payment.created", made.json()["id"]),
+    ]

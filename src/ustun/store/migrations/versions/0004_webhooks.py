@@ -1,7 +1,7 @@
 """Webhooks: endpoints, events (the outbox), deliveries, attempts, receiver inbox.
 
 Revision ID: 0004
-Revises: 0003
+Revises: 0002
 """
 
 import sqlalchemy as sa
@@ -10,7 +10,7 @@ from alembic import op
 from ustun.store.types import UTCDateTime
 
 revision = "0004"
-down_revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
