@@ -8,6 +8,7 @@ from fastapi import Depends, Request
 
 from ustun.settings import Settings
 from ustun.store import Database
+from ustun.webhooks.claims import CLAIM_ROUNDS
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.secretbox import SecretBox, master_key
 
@@ -18,12 +19,12 @@ def secret_box(settings: Settings) -> SecretBox:
 
 
 def dispatch_config(settings: Settings) -> DispatchConfig:
-    """Dispatcher tuning; a lease never shorter than two timeouts, so a slow send keeps it."""
+    """Dispatcher tuning; the lease always outlasts the queued rounds of a slow endpoint."""
     return DispatchConfig(
         retry_schedule=settings.retry_schedule,
         timeout=settings.webhook_timeout,
         allow_private=settings.webhook_allow_private,
-        lease=max(settings.webhook_lease, 2 * settings.webhook_timeout),
+        lease=max(settings.webhook_lease, (CLAIM_ROUNDS + 2) * settings.webhook_timeout),
     )
 
 

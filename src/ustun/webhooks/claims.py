@@ -20,6 +20,9 @@ from ustun.webhooks.tables import DUE_PREDICATE, deliveries, endpoints
 
 # How many due rows one claim looks at per row it may take (room for per-endpoint caps).
 SCAN_FACTOR = 4
+# One claim takes up to this many rounds of an endpoint's `max_in_flight`, so the claim's cost
+# is spread over more sends; the lease must cover that many timeouts plus the one in flight.
+CLAIM_ROUNDS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +45,7 @@ async def claim(
     token: str,
     saturated: Collection[str] = (),
 ) -> list[Claim]:
-    """Claim up to `limit` due deliveries, at most one endpoint's `max_in_flight` from each.
+    """Claim up to `limit` due deliveries, up to `CLAIM_ROUNDS` x `max_in_flight` per endpoint.
 
     `saturated` endpoints (already at their cap in this worker) are skipped, so their backlog
     never crowds out other endpoints' deliveries.
@@ -77,7 +80,7 @@ async def claim(
     )
     chosen = (
         select(ranked.c.id)
-        .where(ranked.c.rank <= ranked.c.max_in_flight)
+        .where(ranked.c.rank <= ranked.c.max_in_flight * CLAIM_ROUNDS)
         .order_by(ranked.c.next_attempt_at)
         .limit(limit)
     )
