@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import time
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import select
 
 from ustun.store import Database
 from ustun.webhooks import verify
-from ustun.webhooks.dispatcher import Dispatcher
+from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.outbox import emit
+from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.tables import attempts, deliveries, endpoints, events
 from webhook_support import SCHEDULE, MakeEndpoint, Receiver, sleep, status, until
 
@@ -249,3 +253,40 @@ async def test_thin_payload_carries_only_id_and_url(
         )
     await settled(db, event_id, "succeeded")
     assert json.loads(receiver.bodies()[0])["data"] == {"id": "pay_9", "url": "/v1/payments/pay_9"}
+
+
+async def test_endpoint_failing_past_the_limit_is_disabled(
+    db: Database,
+    account_id: str,
+    box: SecretBox,
+    config: DispatchConfig,
+    make_endpoint: MakeEndpoint,
+) -> None:
+    """The 5-day rule, with the 5 days shortened to half a second."""
+    down = Receiver()  # never started: every attempt fails to connect
+    endpoint_id, _ = await make_endpoint(down.url())
+    quick = dataclasses.replace(config, disable_after=timedelta(seconds=0.5))
+    stopping = asyncio.Event()
+    task = asyncio.create_task(Dispatcher(db, box, quick).run(stopping))
+    try:
+        await send(db, account_id, "payment.created")
+
+        async def disabled() -> bool:
+            async with db.read() as conn:
+                return not await conn.scalar(
+                    select(endpoints.c.enabled).where(endpoints.c.id == endpoint_id)
+                )
+
+        await until(disabled, what="the failing endpoint to be disabled")
+    finally:
+        stopping.set()
+        await asyncio.wait_for(task, 10)
+    async with db.read() as conn:
+        logged = (
+            await conn.execute(
+                select(events.c.data).where(
+                    events.c.account_id == account_id, events.c.type == "endpoint.disabled"
+                )
+            )
+        ).all()
+    assert [json.loads(row.data)["id"] for row in logged] == [endpoint_id]
