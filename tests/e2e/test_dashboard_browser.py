@@ -8,16 +8,26 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TypeVar
 
+import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from support import BACKENDS, USTUN, Server, drop_pg_database, make_pg_database, wait_for
+from support import (
+    BACKENDS,
+    USTUN,
+    Server,
+    drop_pg_database,
+    make_pg_database,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 T = TypeVar("T")
@@ -75,7 +85,14 @@ def service(
         name, url = None, f"sqlite:///{tmp / 'ustun.db'}"
     else:
         name, url = off_loop(make_pg_database)
-    server = Server(url, tmp / "serve.log", USTUN_WEBHOOK_ALLOW_PRIVATE="1").start()
+    # One retry, far away: only the dashboard's Retry button sends a failed delivery again.
+    server = Server(
+        url,
+        tmp / "serve.log",
+        USTUN_WEBHOOK_ALLOW_PRIVATE="1",
+        USTUN_WEBHOOK_RETRY_SCHEDULE="3600",
+        USTUN_WEBHOOK_TIMEOUT="5",
+    ).start()
     try:
         key = wait_for(lambda: KEY.search(server.output()), what="the first API key").group()
         yield Service(server, key, url)
@@ -83,6 +100,40 @@ def service(
         server.stop()
         if name is not None:
             off_loop(lambda: drop_pg_database(name))
+
+
+class Receiver:
+    """A local webhook receiver that answers 500 until told to accept."""
+
+    def __init__(self) -> None:
+        self.accepting = False
+        self.received: list[bytes] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                receiver.received.append(self.rfile.read(int(self.headers["content-length"])))
+                status = 204 if receiver.accepting else 500
+                self.send_response(status)
+                self.send_header("content-length", "0" if status == 204 else "12")
+                self.end_headers()
+                if status != 204:
+                    self.wfile.write(b"not yet, sorry"[:12])
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/hook"
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    running = Receiver()
+    yield running
+    running.http.shutdown()
+    running.http.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +196,7 @@ def test_a_form_posted_without_its_csrf_token_is_refused(page: Page, service: Se
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
 
 
-def test_usable_at_phone_width(browser: Browser, service: Service) -> None:
+def test_usable_at_phone_width(browser: Browser, service: Service, tmp_path: Path) -> None:
     context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
     page = context.new_page()
     try:
@@ -155,5 +206,85 @@ def test_usable_at_phone_width(browser: Browser, service: Service) -> None:
         )
         assert overflow <= 0
         expect(page.get_by_role("button", name="Log out")).to_be_visible()
+        page.get_by_role("link", name="Deliveries").click()
+        overflow = page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 0
+        screenshot(page, "phone-deliveries", tmp_path)
     finally:
         context.close()
+
+
+def test_create_endpoint_see_failed_attempt_retry_and_succeed(
+    page: Page, service: Service, receiver: Receiver, tmp_path: Path
+) -> None:
+    log_in(page, service)
+    page.get_by_role("link", name="Endpoints").click()
+    page.get_by_label("URL", exact=True).fill(receiver.url)
+    page.get_by_label("Events").fill("ping")
+    page.get_by_role("button", name="Create endpoint").click()
+    secret = page.locator("[data-secret]")
+    expect(secret).to_contain_text("whsec_")
+    screenshot(page, "endpoints", tmp_path)
+
+    page.locator("[data-created] a").click()
+    page.get_by_role("button", name="Send test event").click()
+    expect(page.get_by_text("Test event sent.")).to_be_visible()
+    page.locator("table a[href^='/dashboard/deliveries/dlv_']").first.click()
+
+    # The receiver answers 500: the attempts timeline shows it, and the page keeps polling.
+    expect(page.locator("[data-attempt]").first).to_contain_text("500", timeout=20_000)
+    expect(page.locator("[data-status]")).to_have_attribute("data-status", "failed")
+    screenshot(page, "delivery-failed", tmp_path)
+
+    receiver.accepting = True
+    page.get_by_role("button", name="Retry").click()
+    expect(page.locator("[data-status]")).to_have_attribute(
+        "data-status", "succeeded", timeout=20_000
+    )
+    expect(page.locator("[data-attempt]")).to_have_count(2)
+    expect(page.locator("[data-attempt]").last).to_contain_text("204")
+    screenshot(page, "delivery", tmp_path)
+
+    page.get_by_role("link", name="Events").click()
+    page.get_by_label("Type").select_option("ping")
+    page.locator("table a[href^='/dashboard/events/evt_']").first.click()
+    expect(page.locator("[data-payload]")).to_contain_text('"type": "ping"')
+    screenshot(page, "event", tmp_path)
+    page.get_by_role("link", name="Overview").click()
+    screenshot(page, "overview", tmp_path)
+
+    # The dispatcher reported both attempts through the instrumentation hooks.
+    scraped = httpx.get(f"{service.server.base_url}/metrics").text
+    assert re.search(r'ustun_webhook_delivery_attempts_total\{outcome="failed"\} [1-9]', scraped)
+    assert re.search(r'ustun_webhook_delivery_attempts_total\{outcome="succeeded"\} [1-9]', scraped)
+
+
+def test_a_second_account_sees_nothing_of_the_first(
+    browser: Browser, service: Service, receiver: Receiver
+) -> None:
+    first = browser.new_context()
+    second = browser.new_context()
+    try:
+        mine = first.new_page()
+        log_in(mine, service)
+        mine.goto(f"{service.server.base_url}/dashboard/endpoints")
+        mine.get_by_label("URL", exact=True).fill(receiver.url + "/private")
+        mine.get_by_role("button", name="Create endpoint").click()
+        endpoint_id = mine.locator("[data-created]").get_attribute("data-created")
+        assert endpoint_id
+
+        theirs = second.new_page()
+        log_in(theirs, service, service.new_key("someone-else"))
+        expect(theirs.locator("header .who")).to_have_text("someone-else")
+        for path in ("endpoints", "events", "deliveries"):
+            theirs.goto(f"{service.server.base_url}/dashboard/{path}")
+            assert endpoint_id not in theirs.content()
+            assert receiver.url not in theirs.content()
+        answer = theirs.goto(f"{service.server.base_url}/dashboard/endpoints/{endpoint_id}")
+        assert answer is not None
+        assert answer.status == 404
+    finally:
+        first.close()
+        second.close()

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from ustun.service.accounts import create_key
-from ustun.service.event_docs import EventDoc
+from ustun.service.event_types import CATALOGUE, EventType
 from ustun.store import Database
 
 
@@ -26,19 +26,6 @@ async def other_client(client: httpx.AsyncClient, db: Database) -> AsyncIterator
 
 
 @pytest.fixture
-def event_docs() -> list[EventDoc]:
-    """Two event types, as the webhook catalogue describes them."""
-    payment = {
-        "type": "object",
-        "required": ["id", "amount", "currency", "status"],
-        "properties": {
-            "id": {"type": "string"},
-            "amount": {"type": "integer"},
-            "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
-            "status": {"type": "string", "enum": ["pending", "succeeded"]},
-        },
-    }
-    return [
-        EventDoc("payment.succeeded", "A payment succeeded.", payment),
-        EventDoc("ping", "A test event sent on request.", {"type": "object"}),
-    ]
+def event_types() -> tuple[EventType, ...]:
+    """The service's event catalogue."""
+    return CATALOGUE

@@ -30,6 +30,15 @@ async def test_documents_refuse_it_with_a_validation_problem(
     assert response.json()["errors"][0]["field"] == "body.title"
 
 
+@pytest.mark.parametrize("field", ["url", "description"])
+async def test_webhook_endpoints_refuse_it_too(client: httpx.AsyncClient, field: str) -> None:
+    body = {"url": "https://example.com/hook", "description": "d"}
+    body[field] += "\x00"
+    response = await client.post("/v1/webhook-endpoints", json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"][0]["field"] == f"body.{field}"
+
+
 @pytest.mark.parametrize(
     ("path", "body", "field"),
     [

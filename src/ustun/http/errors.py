@@ -1,11 +1,15 @@
 """The ustun exception tree (pure: every layer may raise these; `ustun.errors` re-exports them).
 
 UstunError
-└── ProblemError                   an RFC 9457 problem: raised by handlers, rendered as problem+json
-    ├── PreconditionRequiredError  428: a write that must be conditional came without If-Match
-    ├── PreconditionFailedError    412: If-Match / If-None-Match / If-Unmodified-Since was false
-    ├── NotFoundError              404: nothing at this URL for this account
-    └── StateConflictError         409: the version matched but a business rule refused the change
+├── ProblemError                   an RFC 9457 problem: raised by handlers, rendered as problem+json
+│   ├── PreconditionRequiredError  428: a write that must be conditional came without If-Match
+│   ├── PreconditionFailedError    412: If-Match / If-None-Match / If-Unmodified-Since was false
+│   ├── NotFoundError              404: nothing at this URL for this account
+│   └── StateConflictError         409: the version matched but a business rule refused the change
+└── SignatureError                 a webhook failed Standard Webhooks verification
+    ├── MissingHeaders             a webhook-id, -timestamp or -signature header absent or malformed
+    ├── TimestampOutOfRange        webhook-timestamp further from now than the tolerance
+    └── InvalidSignature           no signature matches any of the secrets
 """
 
 from __future__ import annotations
@@ -64,3 +68,19 @@ class StateConflictError(ProblemError):
 
     def __init__(self, detail: str, **extensions: Any) -> None:
         super().__init__("state-conflict", detail, **extensions)
+
+
+class SignatureError(UstunError):
+    """A webhook could not be verified; never process its body."""
+
+
+class MissingHeaders(SignatureError):
+    """A Standard Webhooks header is absent or malformed."""
+
+
+class TimestampOutOfRange(SignatureError):
+    """`webhook-timestamp` is older or newer than the tolerance allows (replay protection)."""
+
+
+class InvalidSignature(SignatureError):
+    """No `v1` signature in `webhook-signature` matches the body under the secret."""

@@ -13,17 +13,23 @@ from ustun.service import (
     asyncapi,
     dashboard,
     documents,
+    event_types,
     health,
     ledger_accounts,
     metrics,
     openapi,
     payments,
     problems,
+    queues,
     transfers,
+    webhook_deliveries,
+    webhook_endpoints,
+    webhook_events,
 )
 from ustun.service.metrics import Metrics
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware, UrlGuardMiddleware
 from ustun.service.observe import ObserveMiddleware
+from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
 from ustun.settings import Settings
 from ustun.store import Database
@@ -56,9 +62,11 @@ def create_app(
     app.state.db = database
     app.state.settings = settings
     app.state.metrics = observed
+    observed.queue_probes.append(queues.all_queues)
+    app.state.secret_box = secret_box(settings)
     problems.install(app)
-    app.state.event_docs = lambda: ()
-    openapi.install(app, events=lambda: app.state.event_docs())
+    app.state.event_types = event_types.CATALOGUE
+    openapi.install(app, events=lambda: app.state.event_types)
     app.include_router(health.router)
     app.include_router(payments.router)
     app.include_router(ledger_accounts.router)
@@ -67,6 +75,9 @@ def create_app(
     app.include_router(metrics.router)
     app.include_router(asyncapi.router)
     dashboard.install(app, settings.secret_key)
+    app.include_router(webhook_endpoints.router)
+    app.include_router(webhook_events.router)
+    app.include_router(webhook_deliveries.router)
     # Inside AuthMiddleware (added after it): keys are scoped by the authenticated account.
     app.add_middleware(
         IdempotencyMiddleware,

@@ -1,7 +1,7 @@
 """AsyncAPI 3.0 for the webhooks ustun sends, at `/asyncapi.json` and `/asyncapi.yaml`.
 
 One channel per event type, one `send` operation per channel, the message payload schemas
-from the same `EventDoc`s as the OpenAPI `webhooks` section, the Standard Webhooks headers,
+from the event catalogue like the OpenAPI `webhooks` section, the Standard Webhooks headers,
 and the HMAC signature as the security scheme.
 """
 
@@ -15,21 +15,18 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ustun import __version__
-from ustun.service.event_docs import SIGNATURE_HEADERS, EventDoc, envelope_schema
+from ustun.service.event_docs import SIGNATURE_HEADERS, component_name
+from ustun.service.event_types import EventType
 
 VERSION = "3.0.0"
 SECURITY_SCHEME = "webhookSignature"
 
 
-def _channel_id(doc: EventDoc) -> str:
-    return doc.name[0].lower() + doc.name[1:]
-
-
-def _message(doc: EventDoc) -> dict[str, Any]:
+def _message(event: EventType) -> dict[str, Any]:
     return {
-        "name": doc.type,
-        "title": doc.type,
-        "summary": doc.description,
+        "name": event.name,
+        "title": event.name,
+        "summary": event.description,
         "contentType": "application/json",
         "headers": {
             "type": "object",
@@ -39,30 +36,31 @@ def _message(doc: EventDoc) -> dict[str, Any]:
                 for name, spec in SIGNATURE_HEADERS.items()
             },
         },
-        "payload": {"$ref": f"#/components/schemas/{doc.name}"},
+        "payload": {"$ref": f"#/components/schemas/{component_name(event.name)}"},
     }
 
 
-def document(events: Sequence[EventDoc], *, api_url: str = "") -> dict[str, Any]:
+def document(events: Sequence[EventType], *, api_url: str = "") -> dict[str, Any]:
     """The AsyncAPI 3.0 document describing every event type in `events`."""
     channels: dict[str, Any] = {}
     operations: dict[str, Any] = {}
     messages: dict[str, Any] = {}
-    for doc in events:
-        channel = _channel_id(doc)
-        messages[doc.name] = _message(doc)
+    for event in events:
+        name = component_name(event.name)
+        channel = name[0].lower() + name[1:]
+        messages[name] = _message(event)
         channels[channel] = {
             "address": None,
-            "title": doc.type,
-            "description": f"`{doc.type}` events, POSTed to each subscribed endpoint's URL.",
-            "messages": {doc.name: {"$ref": f"#/components/messages/{doc.name}"}},
+            "title": event.name,
+            "description": f"`{event.name}` events, POSTed to each subscribed endpoint's URL.",
+            "messages": {name: {"$ref": f"#/components/messages/{name}"}},
         }
-        operations[f"send{doc.name}"] = {
+        operations[f"send{name}"] = {
             "action": "send",
-            "title": f"Send {doc.type}",
-            "summary": doc.description,
+            "title": f"Send {event.name}",
+            "summary": event.description,
             "channel": {"$ref": f"#/channels/{channel}"},
-            "messages": [{"$ref": f"#/channels/{channel}/messages/{doc.name}"}],
+            "messages": [{"$ref": f"#/channels/{channel}/messages/{name}"}],
             "security": [{"$ref": f"#/components/securitySchemes/{SECURITY_SCHEME}"}],
         }
     return {
@@ -88,7 +86,7 @@ def document(events: Sequence[EventDoc], *, api_url: str = "") -> dict[str, Any]
         "channels": channels,
         "operations": operations,
         "components": {
-            "schemas": {doc.name: envelope_schema(doc) for doc in events},
+            "schemas": {component_name(e.name): e.message_schema() for e in events},
             "messages": messages,
             "securitySchemes": {
                 SECURITY_SCHEME: {
@@ -110,7 +108,7 @@ router = APIRouter(include_in_schema=False)
 
 
 def _document(request: Request) -> dict[str, Any]:
-    events: Sequence[EventDoc] = request.app.state.event_docs()
+    events: Sequence[EventType] = request.app.state.event_types
     return document(events, api_url=str(request.base_url).rstrip("/"))
 
 

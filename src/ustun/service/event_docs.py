@@ -1,29 +1,14 @@
-"""The event catalogue as documentation: one JSON schema per event type, for both documents.
+"""What both event documents share: the Standard Webhooks headers and component names.
 
-`/openapi.json` (its `webhooks` section) and `/asyncapi.json` are both built from
-`EventDoc`s, so a receiver reads the same payload schema whichever document it starts from.
+`/openapi.json` (its `webhooks` section) and `/asyncapi.json` are both generated from the one
+event catalogue (`ustun.service.event_types.CATALOGUE`) and its `message_schema()`, so a
+receiver reads the same payload schema whichever document it starts from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
-
-
-@dataclass(frozen=True, slots=True)
-class EventDoc:
-    """One event type: its name, what it means, and the JSON schema of its `data`."""
-
-    type: str
-    description: str
-    data_schema: Mapping[str, Any]
-
-    @property
-    def name(self) -> str:
-        """An identifier-safe name (`payment.succeeded` → `PaymentSucceeded`)."""
-        return "".join(part.capitalize() for part in self.type.replace("_", ".").split("."))
-
 
 # Standard Webhooks headers, with the shape each takes on the wire.
 SIGNATURE_HEADERS: Mapping[str, Mapping[str, Any]] = {
@@ -45,28 +30,6 @@ SIGNATURE_HEADERS: Mapping[str, Mapping[str, Any]] = {
 }
 
 
-# What an endpoint configured with `"payload": "thin"` receives as `data`.
-THIN_DATA: Mapping[str, Any] = {
-    "title": "ThinData",
-    "description": "Only the object's id and URL: fetch the object to see its current state.",
-    "type": "object",
-    "required": ["id", "url"],
-    "properties": {"id": {"type": "string"}, "url": {"type": "string"}},
-}
-
-
-def envelope_schema(doc: EventDoc) -> dict[str, Any]:
-    """The JSON schema of the whole webhook body of `doc`'s event type (Standard Webhooks)."""
-    return {
-        "title": doc.name,
-        "description": doc.description,
-        "type": "object",
-        "required": ["id", "type", "created_at", "api_version", "data"],
-        "properties": {
-            "id": {"type": "string", "description": "Event id (`evt_…`).", "pattern": "^evt_"},
-            "type": {"type": "string", "const": doc.type},
-            "created_at": {"type": "string", "format": "date-time"},
-            "api_version": {"type": "string"},
-            "data": {"anyOf": [dict(doc.data_schema), dict(THIN_DATA)]},
-        },
-    }
+def component_name(event_type: str) -> str:
+    """An identifier-safe name for an event type (`payment.succeeded` → `PaymentSucceeded`)."""
+    return "".join(part.capitalize() for part in event_type.replace("_", ".").split("."))

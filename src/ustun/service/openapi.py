@@ -3,7 +3,7 @@
 Added to every operation: its problem responses (one shared `application/problem+json`
 schema), the bearer security scheme on `/v1/`, the `Idempotency-Key`, `If-Match` and
 `If-None-Match` headers where the route honours them, and a `webhooks` section with one
-entry per event type (from the same `EventDoc`s as the AsyncAPI document).
+entry per event type (from the event catalogue, like the AsyncAPI document).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any, Literal
 from fastapi import FastAPI
 
 from ustun.http.problem import CATALOGUE, MEDIA_TYPE
-from ustun.service.event_docs import SIGNATURE_HEADERS, EventDoc, envelope_schema
+from ustun.service.event_docs import SIGNATURE_HEADERS, component_name
+from ustun.service.event_types import EventType
 
 PROBLEM_REF = "#/components/schemas/Problem"
 SECURITY_SCHEME = "bearerAuth"
@@ -92,6 +93,9 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
     ("GET", "/v1/ledger-accounts/{ledger_account_id}"): _CONDITIONAL_READ,
     # A `from` or `to` naming no ledger account of this account is a 404.
     ("POST", "/v1/transfers"): Notes(problems=("not-found", "insufficient-funds")),
+    ("POST", "/v1/webhook-endpoints/{endpoint_id}/test"): Notes(problems=("state-conflict",)),
+    ("POST", "/v1/webhook-endpoints/{endpoint_id}/recover"): Notes(problems=("state-conflict",)),
+    ("POST", "/v1/deliveries/{delivery_id}/retry"): Notes(problems=("state-conflict",)),
 }
 
 
@@ -216,12 +220,13 @@ def _complete_operation(path: str, method: str, operation: dict[str, Any], extra
         operation["security"] = [{SECURITY_SCHEME: []}]
 
 
-def _webhook(doc: EventDoc) -> dict[str, Any]:
+def _webhook(event: EventType) -> dict[str, Any]:
+    name = component_name(event.name)
     return {
         "post": {
-            "summary": doc.type,
-            "description": doc.description,
-            "operationId": f"webhook_{doc.name}",
+            "summary": event.name,
+            "description": event.description,
+            "operationId": f"webhook_{name}",
             "tags": ["webhooks"],
             "parameters": [
                 {"name": name, "in": "header", "required": True, **spec}
@@ -230,7 +235,7 @@ def _webhook(doc: EventDoc) -> dict[str, Any]:
             "requestBody": {
                 "required": True,
                 "content": {
-                    "application/json": {"schema": {"$ref": f"#/components/schemas/{doc.name}"}}
+                    "application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}
                 },
             },
             "responses": {
@@ -243,7 +248,7 @@ def _webhook(doc: EventDoc) -> dict[str, Any]:
 
 def complete(
     schema: Mapping[str, Any],
-    events: Sequence[EventDoc],
+    events: Sequence[EventType],
     notes: Mapping[tuple[str, str], Notes],
 ) -> dict[str, Any]:
     """A completed copy of FastAPI's `schema` (see the module docstring)."""
@@ -265,15 +270,15 @@ def complete(
             extra = notes.get((method.upper(), path), Notes())
             _complete_operation(path, method, operation, extra)
     if events:
-        doc["webhooks"] = {e.type: _webhook(e) for e in events}
+        doc["webhooks"] = {e.name: _webhook(e) for e in events}
         for event in events:
-            schemas[event.name] = envelope_schema(event)
+            schemas[component_name(event.name)] = event.message_schema()
     return doc
 
 
 def install(
     app: FastAPI,
-    events: Callable[[], Sequence[EventDoc]],
+    events: Callable[[], Sequence[EventType]],
     notes: Mapping[tuple[str, str], Notes] = ROUTE_NOTES,
 ) -> None:
     """Serve the completed document at `/openapi.json` (and so in `/docs`)."""

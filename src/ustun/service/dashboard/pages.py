@@ -7,10 +7,14 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
+from ustun.service import webhook_deliveries as deliveries_api
 from ustun.service.accounts import account_for_key
 from ustun.service.dashboard.overview import overview
 from ustun.service.dashboard.session import new_session
 from ustun.service.dashboard.web import LoggedIn, Posting, check_csrf, codec, page, see_other
+from ustun.webhooks.states import Status
+
+DEAD_LETTERS_SHOWN = 5
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 
@@ -51,6 +55,10 @@ async def logout(request: Request, who: Posting) -> Response:
 @router.get("")
 async def home(request: Request, who: LoggedIn) -> Response:
     """Overview: counts by status, dead letters and queue lag of the logged-in account."""
-    async with request.app.state.db.read() as conn:
+    db = request.app.state.db
+    async with db.read() as conn:
         figures = await overview(conn, who.account.id)
-    return page(request, "overview.html", who, nav="overview", figures=figures)
+    dead = await deliveries_api.list_deliveries(
+        who.account, db, DEAD_LETTERS_SHOWN, None, status=Status.DEAD
+    )
+    return page(request, "overview.html", who, nav="overview", figures=figures, dead=dead)

@@ -1,0 +1,60 @@
+"""Queue health read from the database: how much is due and how long the oldest has waited.
+
+The same figures feed `/metrics` (all accounts: the stall alarm) and the dashboard overview
+(one account). An item is due when its status is a claimable one and its time has come; a
+worker that claims it moves that time to the end of its lease, so an item that stays due keeps
+ageing only while no worker takes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Column, ColumnElement, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ustun import clock
+from ustun.service.metrics import QueueStat
+from ustun.webhooks.states import DUE
+from ustun.webhooks.tables import deliveries
+
+
+async def due_stat(
+    conn: AsyncConnection,
+    queue: str,
+    due_at: Column[Any],
+    where: Sequence[ColumnElement[bool]],
+    now: datetime | None = None,
+) -> QueueStat:
+    """Depth and oldest-due age of the rows matching `where` whose `due_at` has passed."""
+    now = now or clock.now()
+    depth, oldest = (
+        await conn.execute(select(func.count(), func.min(due_at)).where(*where, due_at <= now))
+    ).one()
+    age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
+    return QueueStat(queue, depth, age)
+
+
+def _deliveries_due(account_id: str | None) -> list[ColumnElement[bool]]:
+    where: list[ColumnElement[bool]] = [deliveries.c.status.in_([s.value for s in DUE])]
+    if account_id is not None:
+        where.append(deliveries.c.account_id == account_id)
+    return where
+
+
+async def webhook_deliveries(
+    conn: AsyncConnection, account_id: str | None = None
+) -> list[QueueStat]:
+    """The webhook delivery queue, of one account or of all."""
+    return [
+        await due_stat(
+            conn, "webhook_deliveries", deliveries.c.next_attempt_at, _deliveries_due(account_id)
+        )
+    ]
+
+
+async def all_queues(conn: AsyncConnection) -> list[QueueStat]:
+    """Every queue of the service, across accounts (a `/metrics` probe)."""
+    return await webhook_deliveries(conn)
