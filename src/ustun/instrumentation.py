@@ -7,7 +7,6 @@ With no hook installed, `emit` costs one empty loop.
 Events ustun emits (name: labels, value):
 - `idempotency`: `outcome` in executed | replayed | in-progress | reused.
 - `delivery_attempt`: `outcome` in succeeded | failed | timeout | error; value = seconds.
-- `job`: `status` a job moved to; no value.
 """
 
 from __future__ import annotations

@@ -92,12 +92,10 @@ async def test_pillar_events_become_metrics(http: httpx.AsyncClient) -> None:
     instrumentation.emit("idempotency", outcome="replayed")
     instrumentation.emit("idempotency", outcome="replayed")
     instrumentation.emit("delivery_attempt", 0.2, outcome="failed")
-    instrumentation.emit("job", status="done")
     samples = await _samples(http)
     assert samples[_key("ustun_idempotency_requests_total", outcome="replayed")] == 2
     assert samples[_key("ustun_webhook_delivery_attempts_total", outcome="failed")] == 1
     assert samples[_key("ustun_webhook_delivery_duration_seconds_sum", outcome="failed")] == 0.2
-    assert samples[_key("ustun_job_transitions_total", status="done")] == 1
 
 
 async def test_queue_gauges_are_read_at_scrape_time(app: FastAPI, http: httpx.AsyncClient) -> None:

@@ -76,9 +76,6 @@ class Metrics:
             buckets=DELIVERY_BUCKETS,
             registry=r,
         )
-        self.job_transitions = Counter(
-            "ustun_job_transitions", "Jobs entering each status.", ["status"], registry=r
-        )
         self.queue_depth = Gauge(
             "ustun_queue_depth", "Items due now, per queue (read at scrape).", ["queue"], registry=r
         )
@@ -106,8 +103,6 @@ class Metrics:
             self.delivery_attempts.labels(outcome).inc()
             if event.value is not None:
                 self.delivery_duration.labels(outcome).observe(event.value)
-        elif event.name == "job":
-            self.job_transitions.labels(event.labels.get("status", "unknown")).inc()
 
     async def refresh(self, db: Database) -> None:
         """Read the database-backed gauges (queues, jobs) through the registered probes."""
