@@ -1,5 +1,21 @@
 """The public face of ustun's exception tree (defined in `ustun.http.errors`, the bottom layer)."""
 
-from ustun.http.errors import ProblemError, UstunError
+from ustun.http.errors import (
+    IllegalTransition,
+    JobCancelled,
+    JobInterrupted,
+    LeaseLost,
+    ProblemError,
+    TransientError,
+    UstunError,
+)
 
-__all__ = ["ProblemError", "UstunError"]
+__all__ = [
+    "IllegalTransition",
+    "JobCancelled",
+    "JobInterrupted",
+    "LeaseLost",
+    "ProblemError",
+    "TransientError",
+    "UstunError",
+]

@@ -11,6 +11,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from ustun.service.job_loops import job_loops
 from ustun.settings import Settings
 from ustun.store import Database
 
@@ -26,7 +27,7 @@ class Worker:
         self.db = db
         self.settings = settings
         self.concurrency = concurrency
-        self.loops: list[Loop] = []
+        self.loops: list[Loop] = [*job_loops(db, settings, concurrency)]
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 

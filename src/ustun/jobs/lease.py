@@ -1,0 +1,230 @@
+"""What workers do with jobs: claim a batch, renew leases, report progress, record the outcome.
+
+A claim increments `attempts`; every later write of that worker matches on
+`(id, status='processing', locked_by, attempts)`, so a worker that lost its lease (it stalled,
+its lease expired, another worker re-claimed the job) can no longer change the job: the
+fencing token of DESIGN.md's idempotency records, applied to jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ustun import clock
+from ustun.http.errors import LeaseLost
+from ustun.http.problem import problem
+from ustun.jobs import states
+from ustun.jobs.queue import status_is
+from ustun.jobs.records import Job, Result, record_events
+from ustun.jobs.registry import FinalHook
+from ustun.jobs.tables import job_results, jobs
+from ustun.store import Database
+
+
+def _held(job: Job) -> list[ColumnElement[bool]]:
+    return [
+        jobs.c.id == job.id,
+        status_is(states.PROCESSING),
+        jobs.c.locked_by == job.locked_by,
+        jobs.c.attempts == job.attempts,
+    ]
+
+
+async def claim(
+    db: Database, *, worker_id: str, kinds: Sequence[str], limit: int, lease: float
+) -> list[Job]:
+    """Move up to `limit` due pending jobs of `kinds` to processing, leased to `worker_id`.
+
+    PostgreSQL: a CTE picks the batch with `FOR UPDATE SKIP LOCKED`, so concurrent workers take
+    disjoint batches without waiting. SQLite: the unit of work is `BEGIN IMMEDIATE`, so the
+    pick and the update are already serialised against every other writer.
+    """
+    now = clock.now()
+    pick = (
+        select(jobs.c.id)
+        .where(status_is(states.PENDING), jobs.c.run_at <= now, jobs.c.kind.in_(kinds))
+        .order_by(jobs.c.run_at, jobs.c.id)
+        .limit(limit)
+    )
+    if not db.is_sqlite:
+        pick = pick.with_for_update(skip_locked=True)
+    batch = pick.cte("batch")
+    async with db.unit_of_work() as uow:
+        rows = (
+            await uow.conn.execute(
+                update(jobs)
+                .where(jobs.c.id.in_(select(batch.c.id)))
+                .values(
+                    status=states.check(states.PENDING, states.PROCESSING),
+                    attempts=jobs.c.attempts + 1,
+                    locked_by=worker_id,
+                    lease_until=now + timedelta(seconds=lease),
+                    started_at=func.coalesce(jobs.c.started_at, now),
+                    updated_at=now,
+                    version=jobs.c.version + 1,
+                )
+                .returning(*jobs.c)
+            )
+        ).all()
+        claimed = sorted((Job.from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
+        await record_events(uow.conn, claimed, "status")
+    return claimed
+
+
+async def renew(
+    db: Database, *, worker_id: str, job_ids: Sequence[str], lease: float
+) -> dict[str, bool]:
+    """Extend the leases `worker_id` still holds; return {job id: cancel requested} for them."""
+    async with db.unit_of_work() as uow:
+        rows = (
+            await uow.conn.execute(
+                update(jobs)
+                .where(
+                    jobs.c.id.in_(job_ids),
+                    status_is(states.PROCESSING),
+                    jobs.c.locked_by == worker_id,
+                )
+                .values(lease_until=clock.now() + timedelta(seconds=lease))
+                .returning(jobs.c.id, jobs.c.cancel_requested)
+            )
+        ).all()
+    return {row.id: row.cancel_requested for row in rows}
+
+
+async def set_progress(db: Database, job: Job, percent: int) -> bool:
+    """Record progress; return whether cancellation was requested. Raises `LeaseLost`."""
+    async with db.unit_of_work() as uow:
+        row = (
+            await uow.conn.execute(
+                update(jobs)
+                .where(*_held(job))
+                .values(progress=percent, version=jobs.c.version + 1, updated_at=clock.now())
+                .returning(*jobs.c)
+            )
+        ).first()
+        if row is None:
+            raise LeaseLost(f"job {job.id} is no longer leased to {job.locked_by}")
+        changed = Job.from_row(row)
+        await record_events(uow.conn, [changed], "progress")
+    return changed.cancel_requested
+
+
+async def finish(
+    db: Database,
+    job: Job,
+    status: str,
+    *,
+    hooks: Sequence[FinalHook] = (),
+    result: Result | None = None,
+    error: dict[str, Any] | None = None,
+    retry_in: float = 0.0,
+) -> Job:
+    """Move a held job to `status` (done, failed, cancelled, or pending for a retry).
+
+    The result, the event and the final hooks (the webhook outbox) commit with the state, or
+    nothing does. Raises `LeaseLost` if the job is no longer ours.
+    """
+    now = clock.now()
+    values: dict[str, Any] = {
+        "status": states.check(job.status, status),
+        "locked_by": None,
+        "lease_until": None,
+        "version": jobs.c.version + 1,
+        "updated_at": now,
+    }
+    if status == states.PENDING:
+        values.update(run_at=now + timedelta(seconds=retry_in), error=error)
+    else:
+        values.update(completed_at=now, error=error)
+    if status == states.DONE:
+        values.update(progress=100, has_result=result is not None)
+    async with db.unit_of_work() as uow:
+        row = (
+            await uow.conn.execute(
+                update(jobs).where(*_held(job)).values(**values).returning(*jobs.c)
+            )
+        ).first()
+        if row is None:
+            raise LeaseLost(f"job {job.id} is no longer leased to {job.locked_by}")
+        changed = Job.from_row(row)
+        await record_events(uow.conn, [changed], "status")
+        if result is not None:
+            await uow.conn.execute(
+                insert(job_results).values(
+                    job_id=job.id,
+                    media_type=result.media_type,
+                    filename=result.filename,
+                    content=result.content,
+                    created_at=now,
+                )
+            )
+        await _run_hooks(uow.conn, [changed], hooks)
+    return changed
+
+
+async def _run_hooks(
+    conn: AsyncConnection, changed: Sequence[Job], hooks: Sequence[FinalHook]
+) -> None:
+    for job in changed:
+        if job.status in (states.DONE, states.FAILED):
+            for hook in hooks:
+                await hook(conn, job)
+
+
+async def recover_expired(db: Database, *, hooks: Sequence[FinalHook] = ()) -> list[Job]:
+    """Give back every job whose lease expired (its worker died or stalled): no manual rescue.
+
+    It goes back to pending while it has attempts left, to cancelled if that was asked for,
+    and to failed (with a problem) once its attempts are used up.
+    """
+    now = clock.now()
+    expired = [status_is(states.PROCESSING), jobs.c.lease_until < now]
+    common: dict[str, Any] = {
+        "locked_by": None,
+        "lease_until": None,
+        "version": jobs.c.version + 1,
+        "updated_at": now,
+    }
+    lost = problem(
+        "job-failed",
+        "The job's worker stopped answering on every attempt (it crashed or was killed).",
+    )
+    outcomes: list[tuple[list[ColumnElement[bool]], dict[str, Any]]] = [
+        (
+            [~jobs.c.cancel_requested, jobs.c.attempts < jobs.c.max_attempts],
+            {"status": states.check(states.PROCESSING, states.PENDING), "run_at": now},
+        ),
+        (
+            [jobs.c.cancel_requested],
+            {"status": states.check(states.PROCESSING, states.CANCELLED), "completed_at": now},
+        ),
+        (
+            [~jobs.c.cancel_requested, jobs.c.attempts >= jobs.c.max_attempts],
+            {
+                "status": states.check(states.PROCESSING, states.FAILED),
+                "completed_at": now,
+                "error": lost,
+            },
+        ),
+    ]
+    recovered: list[Job] = []
+    async with db.unit_of_work() as uow:
+        for where, values in outcomes:
+            rows = (
+                await uow.conn.execute(
+                    update(jobs)
+                    .where(*expired, *where)
+                    .values(**common, **values)
+                    .returning(*jobs.c)
+                )
+            ).all()
+            changed = [Job.from_row(r) for r in rows]
+            await record_events(uow.conn, changed, "status")
+            await _run_hooks(uow.conn, changed, hooks)
+            recovered += changed
+    return recovered

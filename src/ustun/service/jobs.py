@@ -1,0 +1,208 @@
+"""Job resources: `GET /v1/jobs[/{id}]`, cancel, the stored result, and the SSE event stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from ustun import clock, jobs
+from ustun.clock import rfc3339
+from ustun.http.errors import ProblemError
+from ustun.http.etag import version_etag
+from ustun.jobs.tables import jobs as jobs_table
+from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
+from ustun.service.pagination import page
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+POLL_AFTER = 1
+SSE_POLL_INTERVAL = 0.25
+SSE_KEEPALIVE = 15.0
+Status = Literal["pending", "processing", "done", "failed", "cancelled"]
+
+
+def job_url(job_id: str) -> str:
+    """Where a job resource lives (the `Location` of a 202)."""
+    return f"/v1/jobs/{job_id}"
+
+
+def render(job: jobs.Job) -> dict[str, Any]:
+    """The public JSON shape of a job."""
+    return {
+        "id": job.id,
+        "object": "job",
+        "kind": job.kind,
+        "status": job.status,
+        "progress": job.progress,
+        "created_at": rfc3339(job.created_at),
+        "started_at": rfc3339(job.started_at) if job.started_at else None,
+        "completed_at": rfc3339(job.completed_at) if job.completed_at else None,
+        "result_url": f"{job_url(job.id)}/result" if job.has_result else None,
+        "error": job.error,
+        "cancel_requested": job.cancel_requested,
+    }
+
+
+def headers(job: jobs.Job) -> dict[str, str]:
+    """`ETag` always; `Retry-After` (seconds until worth polling again) while not finished."""
+    out = {"etag": version_etag(job.version)}
+    if job.status not in jobs.FINAL:
+        wait = (job.run_at - clock.now()).total_seconds()
+        out["retry-after"] = str(max(POLL_AFTER, math.ceil(wait)))
+    return out
+
+
+def respond(job: jobs.Job, status_code: int = 200) -> JSONResponse:
+    """The job as a response with its headers."""
+    return JSONResponse(render(job), status_code=status_code, headers=headers(job))
+
+
+def _not_found(job_id: str) -> ProblemError:
+    return ProblemError("not-found", f"No job {job_id!r} in this account.")
+
+
+def _none_match(header: str | None, etag: str) -> bool:
+    """If-None-Match with the weak comparison of RFC 9110 §13.1.2 (and `*`)."""
+    if header is None:
+        return False
+    tags = [t.strip() for t in header.split(",")]
+    return "*" in tags or etag in (t.removeprefix("W/") for t in tags)
+
+
+async def _owned(db: DB, account: CurrentAccount, job_id: str) -> jobs.Job:
+    job = await jobs.get(db, job_id, account_id=account.id)
+    if job is None:
+        raise _not_found(job_id)
+    return job
+
+
+@router.get("")
+async def list_jobs(
+    account: CurrentAccount,
+    db: DB,
+    status: Status | None = None,
+    limit: Limit = DEFAULT_PAGE,
+    cursor: Cursor = None,
+) -> dict[str, Any]:
+    """The account's jobs, newest first, optionally only those in one status."""
+    where = [jobs_table.c.account_id == account.id]
+    if status is not None:
+        where.append(jobs_table.c.status == status)
+    async with db.read() as conn:
+        return await page(
+            conn,
+            jobs_table,
+            where=where,
+            limit=limit,
+            cursor=cursor,
+            render=lambda row: render(jobs.Job.from_row(row)),
+        )
+
+
+@router.get("/{job_id}", response_model=None)
+async def get_job(
+    job_id: str,
+    account: CurrentAccount,
+    db: DB,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """One job; 304 when the caller's `If-None-Match` still matches."""
+    job = await _owned(db, account, job_id)
+    if _none_match(if_none_match, version_etag(job.version)):
+        return Response(status_code=304, headers=headers(job))
+    return respond(job)
+
+
+@router.post("/{job_id}/cancel", response_model=None)
+async def cancel_job(job_id: str, account: CurrentAccount, db: DB) -> JSONResponse:
+    """Cancel a pending job, or ask a running one to stop; 409 once it has finished."""
+    job = await jobs.cancel(db, job_id, account_id=account.id)
+    if job is None:
+        raise _not_found(job_id)
+    return respond(job)
+
+
+@router.get("/{job_id}/result", response_model=None)
+async def job_result(job_id: str, account: CurrentAccount, db: DB) -> Response:
+    """The file a finished job produced, with its media type."""
+    job = await _owned(db, account, job_id)
+    stored = await jobs.result(db, job_id, account_id=account.id)
+    if stored is None:
+        raise ProblemError("not-found", f"Job {job_id!r} has no result (it is {job.status}).")
+    return Response(
+        stored.content,
+        media_type=stored.media_type,
+        headers={
+            "etag": version_etag(job.version),
+            "content-disposition": f'attachment; filename="{stored.filename}"',
+        },
+    )
+
+
+def _last_event_id(value: str | None) -> int:
+    try:
+        return max(0, int(value)) if value else 0
+    except ValueError:
+        return 0
+
+
+def _sse(event: Any) -> str:
+    data = {
+        "id": event.job_id,
+        "status": event.status,
+        "progress": event.progress,
+        "at": rfc3339(event.created_at),
+    }
+    return f"id: {event.version}\nevent: {event.type}\ndata: {json.dumps(data)}\n\n"
+
+
+@router.get("/{job_id}/events", response_model=None)
+async def job_events(
+    job_id: str,
+    request: Request,
+    account: CurrentAccount,
+    db: DB,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> StreamingResponse:
+    """Server-sent events of the job's status and progress; resumes after `Last-Event-ID`.
+
+    Events come from the database, so they flow whichever process runs the job; the stream
+    ends after the final state.
+    """
+    await _owned(db, account, job_id)
+    after = _last_event_id(last_event_id)
+
+    async def stream() -> AsyncIterator[str]:
+        last, quiet_since = after, time.monotonic()
+        yield "retry: 1000\n\n"
+        while True:
+            job = await jobs.get(db, job_id, account_id=account.id)
+            events = await jobs.events_after(db, job_id, last)
+            for event in events:
+                yield _sse(event)
+                last = event.version
+                if event.status in jobs.FINAL:
+                    return
+            if job is None or (not events and job.status in jobs.FINAL):
+                return
+            if events:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since > SSE_KEEPALIVE:
+                quiet_since = time.monotonic()
+                yield ": keep-alive\n\n"
+            if await request.is_disconnected():
+                return
+            await asyncio.sleep(SSE_POLL_INTERVAL)
+
+    return StreamingResponse(
+        stream(),
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+    )

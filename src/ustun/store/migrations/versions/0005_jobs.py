@@ -1,0 +1,89 @@
+"""Jobs: the queue, its event log (SSE) and stored results (reports).
+
+Revision ID: 0005
+Revises: 0001
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+from ustun.store.types import UTCDateTime
+
+revision = "0005"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "jobs",
+        sa.Column("id", sa.String(40), primary_key=True),
+        sa.Column("account_id", sa.String(40), sa.ForeignKey("accounts.id"), nullable=True),
+        sa.Column("kind", sa.String(100), nullable=False),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("payload", sa.JSON(), nullable=False),
+        sa.Column("progress", sa.Integer(), nullable=False),
+        sa.Column("attempts", sa.Integer(), nullable=False),
+        sa.Column("max_attempts", sa.Integer(), nullable=False),
+        sa.Column("run_at", UTCDateTime(), nullable=False),
+        sa.Column("locked_by", sa.String(40), nullable=True),
+        sa.Column("lease_until", UTCDateTime(), nullable=True),
+        sa.Column("cancel_requested", sa.Boolean(), nullable=False),
+        sa.Column("error", sa.JSON(), nullable=True),
+        sa.Column("has_result", sa.Boolean(), nullable=False),
+        sa.Column("version", sa.Integer(), nullable=False),
+        sa.Column("created_at", UTCDateTime(), nullable=False),
+        sa.Column("updated_at", UTCDateTime(), nullable=False),
+        sa.Column("started_at", UTCDateTime(), nullable=True),
+        sa.Column("completed_at", UTCDateTime(), nullable=True),
+    )
+    op.create_index("ix_jobs_account_id_id", "jobs", ["account_id", "id"])
+    op.create_index(
+        "ix_jobs_pending_run_at",
+        "jobs",
+        ["run_at", "id"],
+        postgresql_where=sa.text("status = 'pending'"),
+        sqlite_where=sa.text("status = 'pending'"),
+    )
+    op.create_index(
+        "ix_jobs_processing_lease",
+        "jobs",
+        ["lease_until"],
+        postgresql_where=sa.text("status = 'processing'"),
+        sqlite_where=sa.text("status = 'processing'"),
+    )
+    op.create_index("ix_jobs_completed_at", "jobs", ["completed_at"])
+    op.create_table(
+        "job_events",
+        sa.Column(
+            "job_id",
+            sa.String(40),
+            sa.ForeignKey("jobs.id", ondelete="CASCADE"),
+            primary_key=True,
+        ),
+        sa.Column("version", sa.Integer(), primary_key=True),
+        sa.Column("type", sa.String(16), nullable=False),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("progress", sa.Integer(), nullable=False),
+        sa.Column("created_at", UTCDateTime(), nullable=False),
+    )
+    op.create_table(
+        "job_results",
+        sa.Column(
+            "job_id",
+            sa.String(40),
+            sa.ForeignKey("jobs.id", ondelete="CASCADE"),
+            primary_key=True,
+        ),
+        sa.Column("media_type", sa.String(100), nullable=False),
+        sa.Column("filename", sa.String(200), nullable=False),
+        sa.Column("content", sa.LargeBinary(), nullable=False),
+        sa.Column("created_at", UTCDateTime(), nullable=False),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("job_results")
+    op.drop_table("job_events")
+    op.drop_table("jobs")
