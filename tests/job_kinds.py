@@ -66,16 +66,16 @@ async def broken(ctx: jobs.JobContext) -> None:
 
 
 async def eventually(
-    condition: Callable[[], Awaitable[T | None]], *, timeout: float = 20.0, what: str
+    condition: Callable[[], Awaitable[T | None]], *, within: float = 20.0, what: str
 ) -> T:
-    """Await `condition` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
+    """Await `condition` until it returns something truthy; fail after `within` seconds."""
+    deadline = time.monotonic() + within
     while True:
         result = await condition()
         if result:
             return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            raise AssertionError(f"timed out after {within} s waiting for {what}")
         await asyncio.sleep(0.05)
 
 

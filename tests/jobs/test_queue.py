@@ -129,9 +129,7 @@ async def test_cancel_pending_processing_and_finished(db: Database) -> None:
     asked = await jobs.cancel(db, running.id, account_id=None)
     assert asked is not None
     assert (asked.status, asked.cancel_requested) == ("processing", True)
-    assert await lease.renew(db, worker_id="wrk_a", job_ids=[held.id], lease=30) == {
-        held.id: True
-    }
+    assert await lease.renew(db, worker_id="wrk_a", job_ids=[held.id], lease=30) == {held.id: True}
     assert await jobs.cancel(db, "job_missing", account_id=None) is None
 
 
