@@ -20,7 +20,7 @@ from ustun.http.errors import LeaseLost
 from ustun.http.problem import problem
 from ustun.jobs import states
 from ustun.jobs.queue import status_is
-from ustun.jobs.records import Job, Result, record_events
+from ustun.jobs.records import Job, Result
 from ustun.jobs.registry import FinalHook
 from ustun.jobs.tables import job_results, jobs
 from ustun.store import Database
@@ -72,7 +72,6 @@ async def claim(
             )
         ).all()
         claimed = sorted((Job.from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
-        await record_events(uow.conn, claimed, "status")
     return claimed
 
 
@@ -104,14 +103,12 @@ async def set_progress(db: Database, job: Job, percent: int) -> bool:
                 update(jobs)
                 .where(*_held(job))
                 .values(progress=percent, version=jobs.c.version + 1, updated_at=clock.now())
-                .returning(*jobs.c)
+                .returning(jobs.c.cancel_requested)
             )
         ).first()
-        if row is None:
-            raise LeaseLost(f"job {job.id} is no longer leased to {job.locked_by}")
-        changed = Job.from_row(row)
-        await record_events(uow.conn, [changed], "progress")
-    return changed.cancel_requested
+    if row is None:
+        raise LeaseLost(f"job {job.id} is no longer leased to {job.locked_by}")
+    return bool(row.cancel_requested)
 
 
 async def finish(
@@ -152,7 +149,6 @@ async def finish(
         if row is None:
             raise LeaseLost(f"job {job.id} is no longer leased to {job.locked_by}")
         changed = Job.from_row(row)
-        await record_events(uow.conn, [changed], "status")
         if result is not None:
             await uow.conn.execute(
                 insert(job_results).values(
@@ -224,7 +220,6 @@ async def recover_expired(db: Database, *, hooks: Sequence[FinalHook] = ()) -> l
                 )
             ).all()
             changed = [Job.from_row(r) for r in rows]
-            await record_events(uow.conn, changed, "status")
             await _run_hooks(uow.conn, changed, hooks)
             recovered += changed
     return recovered

@@ -1,7 +1,8 @@
 """What apps do with jobs: enqueue inside their unit of work, read, cancel, fetch results.
 
 `enqueue` joins the caller's unit of work, so the job row commits (or rolls back) with the
-caller's own writes: the row is its own outbox. Workers are woken only after the commit.
+caller's own writes: the row is its own outbox. Workers are woken only after the commit (the
+jobs trigger's NOTIFY is delivered at commit; this process's runners by an after-commit hook).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from sqlalchemy import ColumnElement, delete, insert, literal_column, select, up
 
 from ustun import clock, ids
 from ustun.jobs import states, wakeup
-from ustun.jobs.records import Job, Result, record_events
+from ustun.jobs.records import Job, Result
 from ustun.jobs.registry import Registry, registry
 from ustun.jobs.tables import job_events, job_results, jobs
 from ustun.settings import DEFAULT_JOB_MAX_ATTEMPTS
@@ -30,17 +31,11 @@ def status_is(status: str) -> ColumnElement[bool]:
     return jobs.c.status == literal_column(f"'{states.check_known(status)}'")
 
 
-def _wake_after_commit(uow: UnitOfWork, db: Database) -> None:
-    if uow in _woken:
-        return
-    _woken.add(uow)
-    if not db.is_sqlite:
-
-        async def notify() -> None:
-            await wakeup.notify(uow.conn)
-
-        uow.before_commit(notify)
-    uow.after_commit(wakeup.wake_local)
+def _wake_after_commit(uow: UnitOfWork) -> None:
+    """Wake this process's runners once the enqueue commits (other processes: NOTIFY)."""
+    if uow not in _woken:
+        _woken.add(uow)
+        uow.after_commit(wakeup.wake_local)
 
 
 async def enqueue(
@@ -80,8 +75,7 @@ async def enqueue(
     )
     async with db.unit_of_work() as uow:
         await uow.conn.execute(insert(jobs).values(**_values(job)))
-        await record_events(uow.conn, [job], "status")
-        _wake_after_commit(uow, db)
+        _wake_after_commit(uow)
     return job
 
 
@@ -121,19 +115,13 @@ async def cancel(db: Database, job_id: str, *, account_id: str | None) -> Job | 
             values: dict[str, Any] = {"cancel_requested": True}
         else:
             values = {"status": states.check(job.status, states.CANCELLED), "completed_at": now}
-        changed = Job.from_row(
-            (
-                await uow.conn.execute(
-                    update(jobs)
-                    .where(jobs.c.id == job.id)
-                    .values(**values, version=jobs.c.version + 1, updated_at=now)
-                    .returning(*jobs.c)
-                )
-            ).one()
+        changed = await uow.conn.execute(
+            update(jobs)
+            .where(jobs.c.id == job.id)
+            .values(**values, version=jobs.c.version + 1, updated_at=now)
+            .returning(*jobs.c)
         )
-        if changed.status == states.CANCELLED:
-            await record_events(uow.conn, [changed], "status")
-        return changed
+        return Job.from_row(changed.one())
 
 
 async def events_after(db: Database, job_id: str, version: int) -> Sequence[Any]:

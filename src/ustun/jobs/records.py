@@ -1,16 +1,15 @@
-"""Value types of the jobs pillar: a job as read from its row, and a job's stored result."""
+"""Value types of the jobs pillar: a job as read from its row, and a job's stored result.
+
+Every new version of a job row gets its `job_events` row from a database trigger (0005).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, insert
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from ustun.jobs.tables import job_events
+from sqlalchemy import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,20 +49,3 @@ class Result:
     content: bytes
     media_type: str
     filename: str
-
-
-async def record_events(conn: AsyncConnection, changed: Iterable[Job], type_: str) -> None:
-    """Append one event per changed job (its new version is the event id, for SSE)."""
-    rows = [
-        {
-            "job_id": job.id,
-            "version": job.version,
-            "type": type_,
-            "status": job.status,
-            "progress": job.progress,
-            "created_at": job.updated_at,
-        }
-        for job in changed
-    ]
-    if rows:
-        await conn.execute(insert(job_events), rows)

@@ -114,6 +114,8 @@ class Runner:
                 )
                 for job in claimed:
                     self._start(job)
+                if claimed:
+                    continue  # more may be due; with no slot left, the next pass waits
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
 

@@ -12,13 +12,12 @@ import logging
 from typing import Any
 
 import asyncpg
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.store import Database
 
 log = logging.getLogger("ustun.jobs")
 
+# The jobs trigger (migration 0005) NOTIFYs this channel when a job becomes pending.
 CHANNEL = "ustun_jobs"
 _RECONNECT_DELAY = 1.0
 _local: set[asyncio.Event] = set()
@@ -38,11 +37,6 @@ async def wake_local() -> None:
     """Wake this process's runners (an after-commit hook of the enqueueing unit of work)."""
     for event in tuple(_local):
         event.set()
-
-
-async def notify(conn: AsyncConnection) -> None:
-    """Queue a NOTIFY in the open transaction: PostgreSQL delivers it only if it commits."""
-    await conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
 
 
 def _dsn(db: Database) -> str:
