@@ -86,12 +86,12 @@ async def test_a_stale_worker_cannot_finish_a_job_it_lost(db: Database) -> None:
     assert second.attempts == 2
 
     with pytest.raises(LeaseLost):
-        await lease.finish(db, first, "done")
+        await lease.finish(db, first, lease.DONE)
     with pytest.raises(LeaseLost):
         await lease.set_progress(db, first, 50)
     assert await lease.renew(db, worker_id="wrk_a", job_ids=[job.id], lease=30) == {}
 
-    done = await lease.finish(db, second, "done")
+    done = await lease.finish(db, second, lease.DONE)
     assert (done.status, done.progress) == ("done", 100)
     statuses = [e.status for e in await jobs.events_after(db, job.id, 0)]
     assert statuses == ["pending", "processing", "pending", "processing", "done"]
@@ -158,3 +158,28 @@ async def _expire(db: Database, job_id: str) -> None:
             .where(jobs_table.c.id == job_id)
             .values(lease_until=clock.now() - timedelta(seconds=1))
         )
+
+
+async def test_settle_commits_a_batch_and_skips_only_the_jobs_it_lost(db: Database) -> None:
+    kind = _kind()
+    for _ in range(4):
+        await jobs.enqueue(db, kind)
+    held = await lease.claim(db, worker_id="wrk_a", kinds=[kind], limit=4, lease=30)
+    await _expire(db, held[3].id)
+    await lease.recover_expired(db)
+    outcomes = [
+        (held[0], lease.DONE),
+        (held[1], lease.DONE),
+        (held[2], lease.Outcome("failed", error={"title": "x"})),
+        (held[3], lease.DONE),
+    ]
+    settled = await lease.settle(db, outcomes)
+    assert {job_id: j.status if j else None for job_id, j in settled.items()} == {
+        held[0].id: "done",
+        held[1].id: "done",
+        held[2].id: "failed",
+        held[3].id: None,
+    }
+    back = await jobs.get(db, held[3].id, account_id=None)
+    assert back is not None
+    assert back.status == "pending"

@@ -8,11 +8,13 @@ fencing token of DESIGN.md's idempotency records, applied to jobs.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, insert, select, update
+from sqlalchemy import ColumnElement, func, insert, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock
@@ -111,56 +113,104 @@ async def set_progress(db: Database, job: Job, percent: int) -> bool:
     return bool(row.cancel_requested)
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a run ended: the status to record, with its result, its error or its retry delay."""
+
+    status: str
+    result: Result | None = None
+    error: dict[str, Any] | None = None
+    retry_in: float = 0.0
+
+
+DONE = Outcome(states.DONE)
+
+
+def _outcome_values(status: str, outcome: Outcome, now: datetime) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "status": states.check(status, outcome.status),
+        "locked_by": None,
+        "lease_until": None,
+        "error": outcome.error,
+        "version": jobs.c.version + 1,
+        "updated_at": now,
+    }
+    if outcome.status == states.PENDING:
+        values["run_at"] = now + timedelta(seconds=outcome.retry_in)
+    else:
+        values["completed_at"] = now
+    if outcome.status == states.DONE:
+        values.update(progress=100, has_result=outcome.result is not None)
+    return values
+
+
 async def finish(
-    db: Database,
-    job: Job,
-    status: str,
-    *,
-    hooks: Sequence[FinalHook] = (),
-    result: Result | None = None,
-    error: dict[str, Any] | None = None,
-    retry_in: float = 0.0,
+    db: Database, job: Job, outcome: Outcome, *, hooks: Sequence[FinalHook] = ()
 ) -> Job:
-    """Move a held job to `status` (done, failed, cancelled, or pending for a retry).
+    """Move a held job to the outcome's status (done, failed, cancelled, or pending to retry).
 
     The result, the event and the final hooks (the webhook outbox) commit with the state, or
     nothing does. Raises `LeaseLost` if the job is no longer ours.
     """
     now = clock.now()
-    values: dict[str, Any] = {
-        "status": states.check(job.status, status),
-        "locked_by": None,
-        "lease_until": None,
-        "version": jobs.c.version + 1,
-        "updated_at": now,
-    }
-    if status == states.PENDING:
-        values.update(run_at=now + timedelta(seconds=retry_in), error=error)
-    else:
-        values.update(completed_at=now, error=error)
-    if status == states.DONE:
-        values.update(progress=100, has_result=result is not None)
     async with db.unit_of_work() as uow:
         row = (
             await uow.conn.execute(
-                update(jobs).where(*_held(job)).values(**values).returning(*jobs.c)
+                update(jobs)
+                .where(*_held(job))
+                .values(**_outcome_values(job.status, outcome, now))
+                .returning(*jobs.c)
             )
         ).first()
         if row is None:
             raise LeaseLost(f"job {job.id} is no longer leased to {job.locked_by}")
         changed = Job.from_row(row)
-        if result is not None:
+        if outcome.result is not None:
             await uow.conn.execute(
                 insert(job_results).values(
                     job_id=job.id,
-                    media_type=result.media_type,
-                    filename=result.filename,
-                    content=result.content,
+                    media_type=outcome.result.media_type,
+                    filename=outcome.result.filename,
+                    content=outcome.result.content,
                     created_at=now,
                 )
             )
         await _run_hooks(uow.conn, [changed], hooks)
     return changed
+
+
+async def settle(
+    db: Database, batch: Sequence[tuple[Job, Outcome]], *, hooks: Sequence[FinalHook] = ()
+) -> dict[str, Job | None]:
+    """Record many outcomes in ONE transaction: one commit for a whole batch of jobs.
+
+    Plain `done` outcomes share one UPDATE; the others go one by one. Returns each job's new
+    row, or None for a job whose lease was lost (its outcome is dropped, the rest commit).
+    """
+    settled: dict[str, Job | None] = {job.id: None for job, _ in batch}
+    plain = [job for job, outcome in batch if outcome == DONE]
+    async with db.unit_of_work() as uow:
+        if plain:
+            held = tuple_(jobs.c.id, jobs.c.attempts, jobs.c.locked_by)
+            rows = (
+                await uow.conn.execute(
+                    update(jobs)
+                    .where(
+                        held.in_([(j.id, j.attempts, j.locked_by) for j in plain]),
+                        status_is(states.PROCESSING),
+                    )
+                    .values(**_outcome_values(states.PROCESSING, DONE, clock.now()))
+                    .returning(*jobs.c)
+                )
+            ).all()
+            changed = [Job.from_row(row) for row in rows]
+            settled.update((job.id, job) for job in changed)
+            await _run_hooks(uow.conn, changed, hooks)
+        for job, outcome in batch:
+            if outcome != DONE:
+                with contextlib.suppress(LeaseLost):
+                    settled[job.id] = await finish(db, job, outcome, hooks=hooks)
+    return settled
 
 
 async def _run_hooks(

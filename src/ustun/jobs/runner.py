@@ -20,7 +20,7 @@ from ustun.http.errors import JobCancelled, LeaseLost, ProblemError
 from ustun.http.problem import problem
 from ustun.jobs import lease, states, wakeup
 from ustun.jobs.context import JobContext
-from ustun.jobs.records import Job, Result
+from ustun.jobs.records import Job
 from ustun.jobs.registry import JobKind, Registry, registry
 from ustun.settings import (
     DEFAULT_JOB_LEASE,
@@ -34,6 +34,7 @@ log = logging.getLogger("ustun.jobs")
 RETRY_CAP = 3_600.0
 RETRY_JITTER = 0.2
 SHUTDOWN_GRACE = 10.0
+SETTLE_BATCH = 200
 
 
 def retry_delay(attempt: int, base: float, cap: float = RETRY_CAP) -> float:
@@ -71,14 +72,17 @@ class Runner:
         self.worker_id = ids.new_id("wrk")
         self._running: dict[str, _Running] = {}
         self._wake = asyncio.Event()
+        self._outcomes: list[tuple[Job, lease.Outcome, asyncio.Future[Job | None]]] = []
+        self._outcome_ready = asyncio.Event()
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Claim and run jobs until `stopping` is set, then let running jobs finish or release."""
-        self._wake = asyncio.Event()
+        self._wake, self._outcome_ready = asyncio.Event(), asyncio.Event()
         wakeup.subscribe(self._wake)
         helpers = [
             asyncio.create_task(self._heartbeat(stopping)),
             asyncio.create_task(self._wake_on(stopping)),
+            asyncio.create_task(self._settler()),
         ]
         if not self.db.is_sqlite:
             helpers.append(asyncio.create_task(wakeup.listen(self.db, self._wake, stopping)))
@@ -132,23 +136,15 @@ class Runner:
             assert kind is not None, "claimed only registered kinds"
             outcome = await self._outcome(kind, ctx)
             running.settling = True
-            status, result, error, retry_in = outcome
-            await lease.finish(
-                self.db,
-                job,
-                status,
-                hooks=self.kinds.final_hooks,
-                result=result,
-                error=error,
-                retry_in=retry_in,
-            )
+            if await self._settle(job, outcome) is None:
+                raise LeaseLost(job.id)
         except LeaseLost:
             log.warning("job %s: lease lost; another worker owns it now", job.id)
         except asyncio.CancelledError:
             if not ctx.lost and not running.settling:
                 # Shutting down: hand the job back at once rather than wait for its lease.
                 with contextlib.suppress(Exception):
-                    await lease.finish(self.db, job, states.PENDING)
+                    await lease.finish(self.db, job, lease.Outcome(states.PENDING))
             raise
         except Exception:
             log.exception("job %s: could not record its outcome; its lease will expire", job.id)
@@ -156,14 +152,12 @@ class Runner:
             self._running.pop(job.id, None)
             self._wake.set()
 
-    async def _outcome(
-        self, kind: JobKind, ctx: JobContext
-    ) -> tuple[str, Result | None, dict[str, object] | None, float]:
+    async def _outcome(self, kind: JobKind, ctx: JobContext) -> lease.Outcome:
         job = ctx.job
         try:
-            return states.DONE, await kind.handler(ctx), None, 0.0
+            result = await kind.handler(ctx)
         except JobCancelled:
-            return states.CANCELLED, None, None, 0.0
+            return lease.Outcome(states.CANCELLED)
         except LeaseLost:
             raise
         except Exception as exc:
@@ -171,9 +165,40 @@ class Runner:
             if isinstance(exc, kind.retry_on) and job.attempts < job.max_attempts:
                 delay = retry_delay(job.attempts, self.retry_base)
                 log.warning("job %s failed (%r); retry in %.1f s", job.id, exc, delay)
-                return states.PENDING, None, error, delay
+                return lease.Outcome(states.PENDING, error=error, retry_in=delay)
             log.error("job %s failed for good", job.id, exc_info=exc)
-            return states.FAILED, None, error, 0.0
+            return lease.Outcome(states.FAILED, error=error)
+        return lease.Outcome(states.DONE, result=result)
+
+    def _settle(self, job: Job, outcome: lease.Outcome) -> asyncio.Future[Job | None]:
+        """Queue an outcome for the settler, which commits whatever is queued in one go."""
+        settled: asyncio.Future[Job | None] = asyncio.get_running_loop().create_future()
+        self._outcomes.append((job, outcome, settled))
+        self._outcome_ready.set()
+        return settled
+
+    async def _settler(self) -> None:
+        """Record queued outcomes a batch per transaction: jobs ending together share a commit."""
+        while True:
+            await self._outcome_ready.wait()
+            self._outcome_ready.clear()
+            batch, self._outcomes = self._outcomes[:SETTLE_BATCH], self._outcomes[SETTLE_BATCH:]
+            if self._outcomes:
+                self._outcome_ready.set()
+            try:
+                settled = await lease.settle(
+                    self.db,
+                    [(job, outcome) for job, outcome, _ in batch],
+                    hooks=self.kinds.final_hooks,
+                )
+            except Exception as exc:
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for job, _, future in batch:
+                if not future.done():
+                    future.set_result(settled[job.id])
 
     async def _heartbeat(self, stopping: asyncio.Event) -> None:
         while not stopping.is_set():
