@@ -72,7 +72,10 @@ async def pgqueuer_worker(dsn: str, concurrency: int) -> None:
         finally:
             await conn.close()
 
-    await pgqueuer.run(factory, batch_size=concurrency, max_concurrent_tasks=concurrency)
+    # pgqueuer requires max_concurrent_tasks >= 2 * batch_size.
+    await pgqueuer.run(
+        factory, batch_size=max(1, concurrency // 2), max_concurrent_tasks=concurrency
+    )
 
 
 async def procrastinate_worker(dsn: str, concurrency: int) -> None:
@@ -100,7 +103,7 @@ async def wait_done(done: Callable[[], Awaitable[int]], total: int, timeout: flo
     while await done() < total:
         if time.monotonic() > deadline:
             raise TimeoutError(f"only {await done()} of {total} jobs done after {timeout} s")
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
 
 
 async def measure(

@@ -18,7 +18,7 @@ async def test_a_job_runs_to_done_with_increasing_progress(db: Database) -> None
     assert (done.status, done.progress, done.attempts) == ("done", 100, 1)
     assert done.started_at is not None
     assert done.completed_at is not None
-    events = await jobs.events_after(db, job.id, 0)
+    events = await jobs.events_after(db, done, 0)
     assert [e.version for e in events] == list(range(1, done.version + 1))
     progress = [e.progress for e in events]
     assert progress == sorted(progress)

@@ -15,7 +15,7 @@
 
 from ustun.jobs.context import JobContext
 from ustun.jobs.queue import cancel, enqueue, events_after, get, purge, result
-from ustun.jobs.records import Job, Result
+from ustun.jobs.records import Job, JobEvent, Result
 from ustun.jobs.registry import FinalHook, JobKind, Registry, job_kind, registry
 from ustun.jobs.runner import Runner
 from ustun.jobs.states import CANCELLED, DONE, FAILED, FINAL, PENDING, PROCESSING, STATUSES
@@ -32,6 +32,7 @@ __all__ = [
     "FinalHook",
     "Job",
     "JobContext",
+    "JobEvent",
     "JobKind",
     "Registry",
     "Result",

@@ -8,7 +8,6 @@ jobs trigger's NOTIFY is delivered at commit; this process's runners by an after
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,13 +15,14 @@ from sqlalchemy import ColumnElement, delete, insert, literal_column, select, up
 
 from ustun import clock, ids
 from ustun.jobs import states, wakeup
-from ustun.jobs.records import Job, Result
+from ustun.jobs.records import Job, JobEvent, Result
 from ustun.jobs.registry import Registry, registry
 from ustun.jobs.tables import job_events, job_results, jobs
 from ustun.settings import DEFAULT_JOB_MAX_ATTEMPTS
 from ustun.store import Database, UnitOfWork
 
 PURGE_BATCH = 500
+_INSERT = insert(jobs)
 _woken: weakref.WeakSet[UnitOfWork] = weakref.WeakSet()
 
 
@@ -74,7 +74,7 @@ async def enqueue(
         completed_at=None,
     )
     async with db.unit_of_work() as uow:
-        await uow.conn.execute(insert(jobs).values(**_values(job)))
+        await uow.conn.execute(_INSERT, _values(job))
         _wake_after_commit(uow)
     return job
 
@@ -124,17 +124,19 @@ async def cancel(db: Database, job_id: str, *, account_id: str | None) -> Job | 
         return Job.from_row(changed.one())
 
 
-async def events_after(db: Database, job_id: str, version: int) -> Sequence[Any]:
-    """The job's events newer than `version`, oldest first (the SSE replay)."""
+async def events_after(db: Database, job: Job, version: int) -> list[JobEvent]:
+    """The job's events newer than `version`, oldest first, at most 100 (the SSE replay)."""
     async with db.read() as conn:
-        return (
+        rows = (
             await conn.execute(
                 select(job_events)
-                .where(job_events.c.job_id == job_id, job_events.c.version > version)
+                .where(job_events.c.job_id == job.id, job_events.c.version > version)
                 .order_by(job_events.c.version)
                 .limit(100)
             )
         ).all()
+    events = [JobEvent(**row._mapping) for row in rows]
+    return [JobEvent.created(job), *events] if version < 1 else events
 
 
 async def result(db: Database, job_id: str, *, account_id: str | None) -> Result | None:

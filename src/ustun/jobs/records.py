@@ -1,6 +1,7 @@
 """Value types of the jobs pillar: a job as read from its row, and a job's stored result.
 
-Every new version of a job row gets its `job_events` row from a database trigger (0005).
+Every new version of a job row after the first gets its `job_events` row from a database
+trigger (migration 0005); the first (creation) is read from the job row itself.
 """
 
 from __future__ import annotations
@@ -49,3 +50,20 @@ class Result:
     content: bytes
     media_type: str
     filename: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    """A change of a job: its new `version` (the SSE event id), status and progress."""
+
+    job_id: str
+    version: int
+    type: str
+    status: str
+    progress: int
+    created_at: datetime
+
+    @classmethod
+    def created(cls, job: Job) -> JobEvent:
+        """The first event of every job: it was created, pending."""
+        return cls(job.id, 1, "status", "pending", 0, job.created_at)

@@ -153,7 +153,7 @@ def _last_event_id(value: str | None) -> int:
         return 0
 
 
-def _sse(event: Any) -> str:
+def _sse(event: jobs.JobEvent) -> str:
     data = {
         "id": event.job_id,
         "status": event.status,
@@ -184,13 +184,15 @@ async def job_events(
         yield "retry: 1000\n\n"
         while True:
             job = await jobs.get(db, job_id, account_id=account.id)
-            events = await jobs.events_after(db, job_id, last)
+            if job is None:
+                return
+            events = await jobs.events_after(db, job, last)
             for event in events:
                 yield _sse(event)
                 last = event.version
                 if event.status in jobs.FINAL:
                     return
-            if job is None or (not events and job.status in jobs.FINAL):
+            if not events and job.status in jobs.FINAL:
                 return
             if events:
                 quiet_since = time.monotonic()

@@ -1,8 +1,8 @@
 """Jobs: the queue, its event log (SSE) and stored results (reports).
 
-A trigger appends a `job_events` row for every new version of a job (so no write path can
-forget one, and it costs no extra round trip) and, on PostgreSQL, NOTIFYs idle workers when a
-job becomes pending: delivered at commit, never for a rolled-back enqueue.
+Triggers append a `job_events` row for every new version of a job (so no write path can
+forget one, and it costs no extra round trip) and, on PostgreSQL, NOTIFY idle workers when jobs
+are enqueued: delivered at commit, never for a rolled-back enqueue.
 
 Revision ID: 0005
 Revises: 0001
@@ -88,46 +88,48 @@ def upgrade() -> None:
     _create_triggers()
 
 
-# A version bump that only records a cancel request is not an event of its own.
-_PG_TRIGGER = (
-    """
-CREATE FUNCTION ustun_job_changed() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'INSERT' OR (NEW.version <> OLD.version
-                            AND NOT (NEW.cancel_requested AND NOT OLD.cancel_requested)) THEN
-        INSERT INTO job_events (job_id, version, type, status, progress, created_at)
-        VALUES (NEW.id, NEW.version,
-                CASE WHEN TG_OP = 'UPDATE' AND NEW.status = OLD.status
-                     THEN 'progress' ELSE 'status' END,
-                NEW.status, NEW.progress, NEW.updated_at);
-    END IF;
-    IF NEW.status = 'pending' AND (TG_OP = 'INSERT' OR OLD.status <> 'pending') THEN
-        PERFORM pg_notify('ustun_jobs', '');
-    END IF;
-    RETURN NULL;
-END $$
-""",
-    """
-CREATE TRIGGER jobs_changed AFTER INSERT OR UPDATE ON jobs
-    FOR EACH ROW EXECUTE FUNCTION ustun_job_changed()
-""",
+# Every change of a job after its creation (a new version) appends its event; a version bump
+# that only records a cancel request is not an event of its own. Version 1 (creation) needs no
+# row: the job row itself says it (`ustun.jobs.queue.events_after`).
+_EVENT_WHEN = (
+    "NEW.version <> OLD.version AND NOT (NEW.cancel_requested AND NOT OLD.cancel_requested)"
 )
-
-_SQLITE_TRIGGERS = (
-    """
-CREATE TRIGGER jobs_inserted AFTER INSERT ON jobs BEGIN
-    INSERT INTO job_events (job_id, version, type, status, progress, created_at)
-    VALUES (NEW.id, NEW.version, 'status', NEW.status, NEW.progress, NEW.updated_at);
-END
-""",
-    """
-CREATE TRIGGER jobs_updated AFTER UPDATE OF version ON jobs
-WHEN NEW.version <> OLD.version AND NOT (NEW.cancel_requested AND NOT OLD.cancel_requested)
-BEGIN
+_EVENT_VALUES = """
     INSERT INTO job_events (job_id, version, type, status, progress, created_at)
     VALUES (NEW.id, NEW.version,
             CASE WHEN NEW.status = OLD.status THEN 'progress' ELSE 'status' END,
             NEW.status, NEW.progress, NEW.updated_at);
+"""
+_PG_TRIGGERS = (
+    f"""
+CREATE FUNCTION ustun_job_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    {_EVENT_VALUES}
+    RETURN NULL;
+END $$
+""",
+    f"""
+CREATE TRIGGER jobs_event AFTER UPDATE ON jobs
+    FOR EACH ROW WHEN ({_EVENT_WHEN}) EXECUTE FUNCTION ustun_job_event()
+""",
+    # One NOTIFY per enqueueing statement, delivered at commit (never for a rollback).
+    """
+CREATE FUNCTION ustun_jobs_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('ustun_jobs', '');
+    RETURN NULL;
+END $$
+""",
+    """
+CREATE TRIGGER jobs_notify AFTER INSERT ON jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION ustun_jobs_notify()
+""",
+)
+_SQLITE_TRIGGERS = (
+    f"""
+CREATE TRIGGER jobs_event AFTER UPDATE OF version ON jobs WHEN {_EVENT_WHEN}
+BEGIN
+    {_EVENT_VALUES}
 END
 """,
 )
@@ -135,14 +137,16 @@ END
 
 def _create_triggers() -> None:
     pg = op.get_bind().dialect.name == "postgresql"
-    for statement in _PG_TRIGGER if pg else _SQLITE_TRIGGERS:
+    for statement in _PG_TRIGGERS if pg else _SQLITE_TRIGGERS:
         op.execute(statement)
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute("DROP TRIGGER jobs_changed ON jobs")
-        op.execute("DROP FUNCTION ustun_job_changed()")
+        op.execute("DROP TRIGGER jobs_notify ON jobs")
+        op.execute("DROP FUNCTION ustun_jobs_notify()")
+        op.execute("DROP TRIGGER jobs_event ON jobs")
+        op.execute("DROP FUNCTION ustun_job_event()")
     op.drop_table("job_results")
     op.drop_table("job_events")
     op.drop_table("jobs")
