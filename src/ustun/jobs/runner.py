@@ -35,6 +35,7 @@ RETRY_CAP = 3_600.0
 RETRY_JITTER = 0.2
 SHUTDOWN_GRACE = 10.0
 SETTLE_BATCH = 200
+CLAIM_GATHER = 0.01
 
 
 def retry_delay(attempt: int, base: float, cap: float = RETRY_CAP) -> float:
@@ -101,7 +102,7 @@ class Runner:
 
     async def _claim_loop(self, stopping: asyncio.Event) -> None:
         recover_every = max(0.5, min(self.poll_interval, self.lease / 4))
-        next_recovery = 0.0
+        next_recovery = last_claim = 0.0
         while not stopping.is_set():
             self._wake.clear()
             if time.monotonic() >= next_recovery:
@@ -109,6 +110,10 @@ class Runner:
                 await lease.recover_expired(self.db, hooks=self.kinds.final_hooks)
             free = self.concurrency - len(self._running)
             if free > 0:
+                # Under a stream of enqueues every commit NOTIFYs: gather them into batches.
+                await asyncio.sleep(max(0.0, last_claim + CLAIM_GATHER - time.monotonic()))
+                last_claim = time.monotonic()
+                free = self.concurrency - len(self._running)
                 claimed = await lease.claim(
                     self.db,
                     worker_id=self.worker_id,
@@ -181,6 +186,7 @@ class Runner:
         """Record queued outcomes a batch per transaction: jobs ending together share a commit."""
         while True:
             await self._outcome_ready.wait()
+            await asyncio.sleep(0)  # let jobs finishing in this same tick join the batch
             self._outcome_ready.clear()
             batch, self._outcomes = self._outcomes[:SETTLE_BATCH], self._outcomes[SETTLE_BATCH:]
             if self._outcomes:
