@@ -113,21 +113,36 @@ async def measure(
     done: Callable[[], Awaitable[int]],
     total: int,
 ) -> float:
-    """Warm up with one job, then time `total` jobs from first enqueue to last done."""
+    """Warm up with one job, then time `total` jobs from first enqueue to last done.
+
+    Also prints the CPU time per job of the producers (this process) and of the worker.
+    """
     try:
         await enqueue_one()
         await wait_done(done, 1, WARMUP_TIMEOUT)
-        start = time.perf_counter()
+        start, cpu, worker_cpu = time.perf_counter(), time.process_time(), cpu_seconds(worker)
         producing = asyncio.create_task(produce(total, enqueue_one))
         await wait_done(done, total + 1, 300)
         elapsed = time.perf_counter() - start
+        cpu, worker_cpu = time.process_time() - cpu, cpu_seconds(worker) - worker_cpu
         await producing
     finally:
         worker.terminate()
         worker.wait(30)
     rate = total / elapsed
-    print(f"{name:<22} {total} jobs in {elapsed:6.2f} s = {rate:7.0f} jobs/s", flush=True)
+    print(
+        f"{name:<22} {total} jobs in {elapsed:6.2f} s = {rate:7.0f} jobs/s"
+        f"   CPU per job: producers {cpu / total * 1e3:.2f} ms,"
+        f" worker {worker_cpu / total * 1e3:.2f} ms",
+        flush=True,
+    )
     return rate
+
+
+def cpu_seconds(process: subprocess.Popen[bytes]) -> float:
+    """User + system CPU seconds a child process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

@@ -9,7 +9,8 @@ fencing token of DESIGN.md's idempotency records, applied to jobs.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,6 +27,23 @@ from ustun.jobs.records import Job, Result
 from ustun.jobs.registry import FinalHook
 from ustun.jobs.tables import job_results, jobs
 from ustun.store import Database
+from ustun.store.uow import current_unit_of_work
+
+
+@asynccontextmanager
+async def _one_statement(db: Database, *, alone: bool = True) -> AsyncIterator[AsyncConnection]:
+    """Where to run a write that is ONE self-contained statement.
+
+    On PostgreSQL, outside any unit of work, an autocommit connection: the statement is its own
+    transaction, one round trip instead of three (BEGIN, statement, COMMIT). Elsewhere (SQLite:
+    `BEGIN IMMEDIATE` and the process write lock), or when not `alone`, a unit of work.
+    """
+    if db.is_sqlite or not alone or current_unit_of_work() is not None:
+        async with db.unit_of_work() as uow:
+            yield uow.conn
+        return
+    async with db.engine.connect() as conn:
+        yield await conn.execution_options(isolation_level="AUTOCOMMIT")
 
 
 def _held(job: Job) -> list[ColumnElement[bool]]:
@@ -56,9 +74,9 @@ async def claim(
     if not db.is_sqlite:
         pick = pick.with_for_update(skip_locked=True)
     batch = pick.cte("batch")
-    async with db.unit_of_work() as uow:
+    async with _one_statement(db) as conn:
         rows = (
-            await uow.conn.execute(
+            await conn.execute(
                 update(jobs)
                 .where(jobs.c.id.in_(select(batch.c.id)))
                 .values(
@@ -81,9 +99,9 @@ async def renew(
     db: Database, *, worker_id: str, job_ids: Sequence[str], lease: float
 ) -> dict[str, bool]:
     """Extend the leases `worker_id` still holds; return {job id: cancel requested} for them."""
-    async with db.unit_of_work() as uow:
+    async with _one_statement(db) as conn:
         rows = (
-            await uow.conn.execute(
+            await conn.execute(
                 update(jobs)
                 .where(
                     jobs.c.id.in_(job_ids),
@@ -99,9 +117,9 @@ async def renew(
 
 async def set_progress(db: Database, job: Job, percent: int) -> bool:
     """Record progress; return whether cancellation was requested. Raises `LeaseLost`."""
-    async with db.unit_of_work() as uow:
+    async with _one_statement(db) as conn:
         row = (
-            await uow.conn.execute(
+            await conn.execute(
                 update(jobs)
                 .where(*_held(job))
                 .values(progress=percent, version=jobs.c.version + 1, updated_at=clock.now())
@@ -189,11 +207,11 @@ async def settle(
     """
     settled: dict[str, Job | None] = {job.id: None for job, _ in batch}
     plain = [job for job, outcome in batch if outcome == DONE]
-    async with db.unit_of_work() as uow:
+    async with _one_statement(db, alone=len(plain) == len(batch) and not hooks) as conn:
         if plain:
             held = tuple_(jobs.c.id, jobs.c.attempts, jobs.c.locked_by)
             rows = (
-                await uow.conn.execute(
+                await conn.execute(
                     update(jobs)
                     .where(
                         held.in_([(j.id, j.attempts, j.locked_by) for j in plain]),
@@ -205,7 +223,7 @@ async def settle(
             ).all()
             changed = [Job.from_row(row) for row in rows]
             settled.update((job.id, job) for job in changed)
-            await _run_hooks(uow.conn, changed, hooks)
+            await _run_hooks(conn, changed, hooks)
         for job, outcome in batch:
             if outcome != DONE:
                 with contextlib.suppress(LeaseLost):

@@ -35,7 +35,7 @@ RETRY_CAP = 3_600.0
 RETRY_JITTER = 0.2
 SHUTDOWN_GRACE = 10.0
 SETTLE_BATCH = 200
-CLAIM_GATHER = 0.01
+CLAIM_GATHER = 0.02
 
 
 def retry_delay(attempt: int, base: float, cap: float = RETRY_CAP) -> float:
