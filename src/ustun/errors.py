@@ -5,7 +5,11 @@ from ustun.http.errors import (
     JobCancelled,
     JobInterrupted,
     LeaseLost,
+    NotFoundError,
+    PreconditionFailedError,
+    PreconditionRequiredError,
     ProblemError,
+    StateConflictError,
     TransientError,
     UstunError,
 )
@@ -15,7 +19,11 @@ __all__ = [
     "JobCancelled",
     "JobInterrupted",
     "LeaseLost",
+    "NotFoundError",
+    "PreconditionFailedError",
+    "PreconditionRequiredError",
     "ProblemError",
+    "StateConflictError",
     "TransientError",
     "UstunError",
 ]

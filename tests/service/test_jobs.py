@@ -147,3 +147,18 @@ async def test_sse_streams_to_the_end_and_resumes_with_last_event_id(
     assert [e for e in _events(resumed.text)] == [e for e in events if e[0] > 3]
     ended = await client.get(f"/v1/jobs/{job.id}/events", headers={"last-event-id": str(ids[-1])})
     assert _events(ended.text) == []
+
+
+async def test_conditional_get_follows_rfc_9110(
+    client: httpx.AsyncClient, db: Database, api_key: str
+) -> None:
+    job = await jobs.enqueue(db, "slow", account_id=await _account(db, api_key))
+    url = f"/v1/jobs/{job.id}"
+    for matching in ('W/"1"', '"7", "1"', "*"):
+        assert (await client.get(url, headers={"if-none-match": matching})).status_code == 304
+    assert (await client.get(url, headers={"if-none-match": '"2"'})).status_code == 200
+    head = await client.head(url)
+    assert (head.status_code, head.headers["etag"]) == (200, '"1"')
+    failed = await client.get(url, headers={"if-match": '"9"'})
+    assert failed.status_code == 412
+    await jobs.cancel(db, job.id, account_id=job.account_id)

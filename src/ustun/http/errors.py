@@ -1,12 +1,16 @@
 """The ustun exception tree (pure: every layer may raise these; `ustun.errors` re-exports them).
 
 UstunError
-├── ProblemError    an RFC 9457 problem: raised by handlers, rendered as problem+json
-│   └── IllegalTransition   a state change the resource's transition table forbids (409)
-├── JobInterrupted  a running job must stop now (raised inside the job by its context)
-│   ├── JobCancelled    somebody asked to cancel it
-│   └── LeaseLost       its lease expired and another worker may hold it
-└── TransientError  raised by a job to say "try me again later" (retried with backoff)
+├── ProblemError                   an RFC 9457 problem: raised by handlers, rendered as problem+json
+│   ├── PreconditionRequiredError  428: a write that must be conditional came without If-Match
+│   ├── PreconditionFailedError    412: If-Match / If-None-Match / If-Unmodified-Since was false
+│   ├── NotFoundError              404: nothing at this URL for this account
+│   └── StateConflictError         409: the version matched but a business rule refused the change
+│       └── IllegalTransition      409: a move the resource's transition table forbids
+├── JobInterrupted                 a running job must stop now (raised by its context)
+│   ├── JobCancelled               somebody asked to cancel it
+│   └── LeaseLost                  its lease expired and another worker may hold it
+└── TransientError                 raised by a job to say "try me again later" (retried)
 """
 
 from __future__ import annotations
@@ -39,12 +43,39 @@ class ProblemError(UstunError):
         self.extensions = extensions
 
 
-class IllegalTransition(ProblemError):
+class PreconditionRequiredError(ProblemError):
+    """428 (RFC 6585 §3): the route needs a precondition; `header` names the one to send."""
+
+    def __init__(self, detail: str, *, header: str = "If-Match") -> None:
+        super().__init__("precondition-required", detail, header=header)
+
+
+class PreconditionFailedError(ProblemError):
+    """412 (RFC 9110 §15.5.13): `header` evaluated false; re-read, re-apply, retry."""
+
+    def __init__(self, detail: str, *, header: str) -> None:
+        super().__init__("precondition-failed", detail, header=header)
+
+
+class NotFoundError(ProblemError):
+    """404: nothing at this URL for this account."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("not-found", detail)
+
+
+class StateConflictError(ProblemError):
+    """409: the change is refused by a business rule, not by a stale version."""
+
+    def __init__(self, detail: str, **extensions: Any) -> None:
+        super().__init__("state-conflict", detail, **extensions)
+
+
+class IllegalTransition(StateConflictError):
     """A state change that the resource's transition table does not allow (409 state-conflict)."""
 
     def __init__(self, resource: str, current: str, target: str) -> None:
         super().__init__(
-            "state-conflict",
             f"The {resource} is {current}; it cannot become {target}.",
             current=current,
             target=target,

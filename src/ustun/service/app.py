@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ustun import __version__
-from ustun.service import health, jobs, payments, problems, reports
+from ustun.service import documents, health, jobs, payments, problems, reports
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware
 from ustun.service.worker import Worker
 from ustun.settings import Settings
@@ -41,6 +41,7 @@ def create_app(
     problems.install(app)
     app.include_router(health.router)
     app.include_router(payments.router)
+    app.include_router(documents.router)
     app.include_router(reports.router)
     app.include_router(jobs.router)
     # Added last, so it runs first: every response, even a 401, carries the request id.

@@ -14,9 +14,12 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ustun import clock, jobs
 from ustun.clock import rfc3339
-from ustun.http.errors import ProblemError
+from ustun.concurrency import Version, conditional_read
+from ustun.http.errors import NotFoundError
 from ustun.http.etag import version_etag
+from ustun.http.preconditions import Validators
 from ustun.jobs.tables import jobs as jobs_table
+from ustun.service.conditional import Conditions, not_modified
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.pagination import page
 
@@ -64,16 +67,8 @@ def respond(job: jobs.Job, status_code: int = 200) -> JSONResponse:
     return JSONResponse(render(job), status_code=status_code, headers=headers(job))
 
 
-def _not_found(job_id: str) -> ProblemError:
-    return ProblemError("not-found", f"No job {job_id!r} in this account.")
-
-
-def _none_match(header: str | None, etag: str) -> bool:
-    """If-None-Match with the weak comparison of RFC 9110 §13.1.2 (and `*`)."""
-    if header is None:
-        return False
-    tags = [t.strip() for t in header.split(",")]
-    return "*" in tags or etag in (t.removeprefix("W/") for t in tags)
+def _not_found(job_id: str) -> NotFoundError:
+    return NotFoundError(f"No job {job_id!r} in this account.")
 
 
 async def _owned(db: DB, account: CurrentAccount, job_id: str) -> jobs.Job:
@@ -106,17 +101,18 @@ async def list_jobs(
         )
 
 
+@router.head("/{job_id}", response_model=None, operation_id="head_job")
 @router.get("/{job_id}", response_model=None)
 async def get_job(
-    job_id: str,
-    account: CurrentAccount,
-    db: DB,
-    if_none_match: Annotated[str | None, Header()] = None,
+    job_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
 ) -> Response:
-    """One job; 304 when the caller's `If-None-Match` still matches."""
+    """One job; 304 when the poller's `If-None-Match` still matches (RFC 9110 §13.2.2)."""
     job = await _owned(db, account, job_id)
-    if _none_match(if_none_match, version_etag(job.version)):
-        return Response(status_code=304, headers=headers(job))
+    current = Validators(Version(job.version).etag, job.updated_at)
+    if conditional_read(request.method, pre, current):
+        response = not_modified(current)
+        response.headers.update(headers(job))
+        return response
     return respond(job)
 
 
@@ -135,7 +131,7 @@ async def job_result(job_id: str, account: CurrentAccount, db: DB) -> Response:
     job = await _owned(db, account, job_id)
     stored = await jobs.result(db, job_id, account_id=account.id)
     if stored is None:
-        raise ProblemError("not-found", f"Job {job_id!r} has no result (it is {job.status}).")
+        raise NotFoundError(f"Job {job_id!r} has no result (it is {job.status}).")
     return Response(
         stored.content,
         media_type=stored.media_type,
