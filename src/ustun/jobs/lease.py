@@ -15,7 +15,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, insert, select, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    String,
+    Update,
+    bindparam,
+    func,
+    insert,
+    select,
+    tuple_,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock
@@ -27,6 +38,7 @@ from ustun.jobs.records import Job, Result
 from ustun.jobs.registry import FinalHook
 from ustun.jobs.tables import job_results, jobs
 from ustun.store import Database
+from ustun.store.types import UTCDateTime
 from ustun.store.uow import current_unit_of_work
 
 
@@ -55,6 +67,41 @@ def _held(job: Job) -> list[ColumnElement[bool]]:
     ]
 
 
+def _claim_statement(skip_locked: bool) -> Update:
+    """The claim, built once: a bounded pick of due pending jobs, moved to processing."""
+    now = bindparam("now", type_=UTCDateTime())
+    pick = (
+        select(jobs.c.id)
+        .where(
+            status_is(states.PENDING),
+            jobs.c.run_at <= now,
+            jobs.c.kind.in_(bindparam("kinds", expanding=True)),
+        )
+        .order_by(jobs.c.run_at, jobs.c.id)
+        .limit(bindparam("limit", type_=Integer()))
+    )
+    if skip_locked:
+        pick = pick.with_for_update(skip_locked=True)
+    batch = pick.cte("batch")
+    return (
+        update(jobs)
+        .where(jobs.c.id.in_(select(batch.c.id)))
+        .values(
+            status=states.check(states.PENDING, states.PROCESSING),
+            attempts=jobs.c.attempts + 1,
+            locked_by=bindparam("claimer", type_=String()),
+            lease_until=bindparam("leased_until", type_=UTCDateTime()),
+            started_at=func.coalesce(jobs.c.started_at, now),
+            updated_at=now,
+            version=jobs.c.version + 1,
+        )
+        .returning(*jobs.c)
+    )
+
+
+_CLAIM = {skip_locked: _claim_statement(skip_locked) for skip_locked in (False, True)}
+
+
 async def claim(
     db: Database, *, worker_id: str, kinds: Sequence[str], limit: int, lease: float
 ) -> list[Job]:
@@ -65,34 +112,16 @@ async def claim(
     pick and the update are already serialised against every other writer.
     """
     now = clock.now()
-    pick = (
-        select(jobs.c.id)
-        .where(status_is(states.PENDING), jobs.c.run_at <= now, jobs.c.kind.in_(kinds))
-        .order_by(jobs.c.run_at, jobs.c.id)
-        .limit(limit)
-    )
-    if not db.is_sqlite:
-        pick = pick.with_for_update(skip_locked=True)
-    batch = pick.cte("batch")
+    params = {
+        "now": now,
+        "kinds": list(kinds),
+        "limit": limit,
+        "claimer": worker_id,
+        "leased_until": now + timedelta(seconds=lease),
+    }
     async with _one_statement(db) as conn:
-        rows = (
-            await conn.execute(
-                update(jobs)
-                .where(jobs.c.id.in_(select(batch.c.id)))
-                .values(
-                    status=states.check(states.PENDING, states.PROCESSING),
-                    attempts=jobs.c.attempts + 1,
-                    locked_by=worker_id,
-                    lease_until=now + timedelta(seconds=lease),
-                    started_at=func.coalesce(jobs.c.started_at, now),
-                    updated_at=now,
-                    version=jobs.c.version + 1,
-                )
-                .returning(*jobs.c)
-            )
-        ).all()
-        claimed = sorted((Job.from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
-    return claimed
+        rows = (await conn.execute(_CLAIM[not db.is_sqlite], params)).all()
+    return sorted((Job.from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
 
 
 async def renew(
