@@ -3,7 +3,8 @@
 8 concurrent producers enqueue N no-op jobs, one job per transaction, while ONE worker process
 drains; the figure is N / (time from the first enqueue to the moment every job is done).
 A pgbench run of one-row INSERT transactions with 8 clients on the same server gives the
-commit ceiling. Run:  .venv/bin/python benchmarks/jobs.py [--jobs 2000] [--concurrency 16]
+commit ceiling. `--enqueue-only` measures the producers alone (where their CPU goes).
+Run:  .venv/bin/python benchmarks/jobs.py [--jobs 2000] [--concurrency 16] [--enqueue-only]
 (needs the `bench` extra and PostgreSQL on 127.0.0.1:5432).
 """
 
@@ -98,11 +99,11 @@ async def produce(total: int, enqueue_one: Callable[[], Awaitable[object]]) -> N
     await asyncio.gather(*(producer(n) for n in share))
 
 
-async def wait_done(done: Callable[[], Awaitable[int]], total: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
+async def wait_done(done: Callable[[], Awaitable[int]], total: int, within: float) -> None:
+    deadline = time.monotonic() + within
     while await done() < total:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"only {await done()} of {total} jobs done after {timeout} s")
+            raise TimeoutError(f"only {await done()} of {total} jobs done after {within} s")
         await asyncio.sleep(0.05)
 
 
@@ -294,6 +295,59 @@ def pgbench(database: str, seconds: int) -> float:
     return float(match.group(1))
 
 
+async def enqueue_costs(total: int) -> None:
+    """Enqueue only (no worker): where a producer's CPU goes, 8 producers, `total` each."""
+    from sqlalchemy import text
+
+    from ustun.store import Database
+    from ustun.store.migrate import upgrade
+
+    database = await fresh_pg_database()
+    url = f"{PG}/{database}"
+    db = Database(url, pool_size=PRODUCERS)
+    pool = await asyncpg.create_pool(url, min_size=PRODUCERS, max_size=PRODUCERS)
+    try:
+        import pgqueuer
+
+        await upgrade(db)
+        await pool.execute("CREATE TABLE one_row (id bigserial PRIMARY KEY, v int)")
+        queries = pgqueuer.Queries.from_asyncpg_pool(pool)
+        await queries.install()
+
+        async def asyncpg_transaction() -> None:
+            async with pool.acquire() as conn, conn.transaction():
+                await conn.execute("INSERT INTO one_row (v) VALUES (1)")
+
+        async def unit_of_work_insert() -> None:
+            async with db.unit_of_work() as uow:
+                await uow.conn.execute(text("INSERT INTO one_row (v) VALUES (1)"))
+
+        async def ustun_enqueue() -> None:
+            async with db.unit_of_work():
+                await ustun_jobs.enqueue(db, "noop")
+
+        async def pgqueuer_enqueue() -> None:
+            await queries.enqueue("noop", None)
+
+        for name, enqueue_one in (
+            ("asyncpg BEGIN;INSERT;COMMIT", asyncpg_transaction),
+            ("unit_of_work() + INSERT", unit_of_work_insert),
+            ("ustun jobs.enqueue", ustun_enqueue),
+            ("pgqueuer enqueue", pgqueuer_enqueue),
+        ):
+            await enqueue_one()
+            start, cpu = time.perf_counter(), time.process_time()
+            await produce(total, enqueue_one)
+            elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+            print(
+                f"{name:<28} {total / elapsed:7.0f}/s   CPU per enqueue {cpu / total * 1e3:.2f} ms"
+            )
+    finally:
+        await pool.close()
+        await db.dispose()
+        await drop_pg_database(database)
+
+
 async def main(total: int, concurrency: int, pgbench_seconds: int) -> None:
     print(
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
@@ -335,5 +389,11 @@ if __name__ == "__main__":
         parser.add_argument("--jobs", type=int, default=2000)
         parser.add_argument("--concurrency", type=int, default=16)
         parser.add_argument("--pgbench-seconds", type=int, default=10)
+        parser.add_argument(
+            "--enqueue-only", action="store_true", help="only the producers' CPU per enqueue"
+        )
         options = parser.parse_args()
-        asyncio.run(main(options.jobs, options.concurrency, options.pgbench_seconds))
+        if options.enqueue_only:
+            asyncio.run(enqueue_costs(options.jobs))
+        else:
+            asyncio.run(main(options.jobs, options.concurrency, options.pgbench_seconds))
