@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
@@ -44,7 +45,7 @@ async def noop(ctx: ustun_jobs.JobContext) -> None:
 # --- the peers' apps (built lazily: the ustun worker imports this module too) ---------------
 
 
-def procrastinate_app(dsn: str):  # type: ignore[no-untyped-def]
+def procrastinate_app(dsn: str) -> Any:
     import procrastinate
 
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))

@@ -36,7 +36,6 @@ class Settings(BaseSettings):
     log_level: str = "info"
     job_lease: float = Field(default=DEFAULT_JOB_LEASE, gt=0)
     job_poll_interval: float = Field(default=DEFAULT_JOB_POLL_INTERVAL, gt=0)
-    job_max_attempts: int = Field(default=DEFAULT_JOB_MAX_ATTEMPTS, ge=1)
     job_retry_base: float = Field(default=DEFAULT_JOB_RETRY_BASE, ge=0)
     job_retention: float = Field(default=DEFAULT_JOB_RETENTION, gt=0)
     # Comma-separated modules imported by every worker so that they can register job kinds.

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select, update
 
+from job_kinds import eventually
 from ustun import clock, jobs
 from ustun.errors import IllegalTransition, LeaseLost
 from ustun.jobs import lease
@@ -188,3 +189,23 @@ async def test_settle_commits_a_batch_and_skips_only_the_jobs_it_lost(db: Databa
     back = await jobs.get(db, held[3].id, account_id=None)
     assert back is not None
     assert back.status == "pending"
+
+
+async def test_the_sweeper_loop_purges_until_stopped(db: Database) -> None:
+    job = await jobs.enqueue(db, _kind())
+    await jobs.cancel(db, job.id, account_id=None)
+    async with db.unit_of_work() as uow:
+        await uow.conn.execute(
+            update(jobs_table)
+            .where(jobs_table.c.id == job.id)
+            .values(completed_at=clock.now() - timedelta(minutes=2))
+        )
+    stopping = asyncio.Event()
+    sweeping = asyncio.create_task(jobs.purge_loop(db, retention=60, interval=0.05)(stopping))
+
+    async def purged() -> bool:
+        return await jobs.get(db, job.id, account_id=None) is None
+
+    await eventually(purged, what="the sweeper to purge the old job")
+    stopping.set()
+    await asyncio.wait_for(sweeping, 5)
