@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+from pathlib import Path
+
 import pytest
+from sqlalchemy import update
 
 from job_kinds import eventually, finished, running
-from ustun import jobs
+from ustun import clock, jobs
 from ustun.errors import TransientError
+from ustun.jobs import lease
 from ustun.jobs.runner import RETRY_JITTER, retry_delay
+from ustun.jobs.tables import jobs as jobs_table
 from ustun.store import Database
 
 
@@ -97,3 +103,33 @@ def test_retry_delay_grows_exponentially_with_jitter_and_a_cap(attempt: int) -> 
     for _ in range(50):
         delay = retry_delay(attempt, 2.0)
         assert expected * (1 - RETRY_JITTER) <= delay <= expected * (1 + RETRY_JITTER)
+
+
+async def test_a_worker_that_lost_its_lease_stops_and_never_records_an_outcome(
+    db: Database, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs.log"
+    job = await jobs.enqueue(db, "slow", {"seconds": 1.5, "log": str(runs)})
+    async with running(db, lease_seconds=0.6):
+
+        async def started() -> bool:
+            current = await jobs.get(db, job.id, account_id=None)
+            return current is not None and current.progress > 0
+
+        await eventually(started, what="the first run to make progress")
+        # As if the worker had stalled past its lease: another worker gives the job back.
+        async with db.unit_of_work() as uow:
+            await uow.conn.execute(
+                update(jobs_table)
+                .where(jobs_table.c.id == job.id)
+                .values(lease_until=clock.now() - timedelta(seconds=1))
+            )
+        await lease.recover_expired(db)
+        done = await finished(db, job.id)
+    assert (done.status, done.attempts) == ("done", 2)
+    lines = [line.split()[:4] for line in runs.read_text().splitlines()]
+    assert [(what, attempt) for what, _, _, attempt in lines] == [
+        ("start", "1"),
+        ("start", "2"),
+        ("end", "2"),
+    ]

@@ -129,6 +129,11 @@ class Runner:
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
 
     def _start(self, job: Job) -> None:
+        stale = self._running.get(job.id)
+        if stale is not None and stale.task is not None:
+            # Re-claimed here while an earlier run still goes on: that run lost its lease.
+            stale.ctx.lost = True
+            stale.task.cancel()
         running = _Running(JobContext(job, self.db))
         self._running[job.id] = running
         running.task = asyncio.create_task(self._execute(running), name=f"job {job.id}")
@@ -154,7 +159,9 @@ class Runner:
         except Exception:
             log.exception("job %s: could not record its outcome; its lease will expire", job.id)
         finally:
-            self._running.pop(job.id, None)
+            # The same job may already run here again (re-claimed after this run lost it).
+            if self._running.get(job.id) is running:
+                del self._running[job.id]
             self._wake.set()
 
     async def _outcome(self, kind: JobKind, ctx: JobContext) -> lease.Outcome:
