@@ -170,3 +170,22 @@ async def test_bad_requests_are_validation_problems(
 )
 def test_period_bounds(period: str, start: datetime, end: datetime) -> None:
     assert period_bounds(period) == (start, end)
+
+
+async def test_the_same_idempotency_key_returns_the_same_job(client: httpx.AsyncClient) -> None:
+    body = {"period": "2026-06", "format": "json"}
+    key = {"idempotency-key": "report-2026-06-once"}
+    first = await client.post("/v1/reports", json=body, headers=key)
+    again = await client.post("/v1/reports", json=body, headers=key)
+    assert (first.status_code, again.status_code) == (202, 202)
+    assert again.json()["id"] == first.json()["id"]
+    assert again.headers["location"] == first.headers["location"]
+    assert again.headers["idempotent-replayed"] == "true"
+    listed = (await client.get("/v1/jobs")).json()["data"]
+    assert [job["id"] for job in listed] == [first.json()["id"]]
+
+    other = await client.post("/v1/reports", json={**body, "format": "csv"}, headers=key)
+    assert other.status_code == 422
+    assert other.json()["type"].endswith("/problems/idempotency-key-reused")
+    fresh = await client.post("/v1/reports", json=body, headers={"idempotency-key": "another"})
+    assert fresh.json()["id"] != first.json()["id"]

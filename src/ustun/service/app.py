@@ -8,7 +8,17 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ustun import __version__
-from ustun.service import documents, health, jobs, payments, problems, reports
+from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
+from ustun.service import (
+    documents,
+    health,
+    jobs,
+    ledger_accounts,
+    payments,
+    problems,
+    reports,
+    transfers,
+)
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware
 from ustun.service.worker import Worker
 from ustun.settings import Settings
@@ -41,9 +51,20 @@ def create_app(
     problems.install(app)
     app.include_router(health.router)
     app.include_router(payments.router)
+    app.include_router(ledger_accounts.router)
+    app.include_router(transfers.router)
     app.include_router(documents.router)
     app.include_router(reports.router)
     app.include_router(jobs.router)
+    # Inside AuthMiddleware (added after it): keys are scoped by the authenticated account.
+    app.add_middleware(
+        IdempotencyMiddleware,
+        store=SqlRecordStore(database),
+        transactional=True,
+        prefix="/v1/",
+        lease=settings.idempotency_lease,
+        ttl=settings.idempotency_ttl,
+    )
     # Added last, so it runs first: every response, even a 401, carries the request id.
     app.add_middleware(AuthMiddleware, db=database)
     app.add_middleware(RequestIdMiddleware)
