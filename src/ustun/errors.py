@@ -2,28 +2,36 @@
 
 from ustun.http.errors import (
     IllegalTransition,
+    InvalidSignature,
     JobCancelled,
     JobInterrupted,
     LeaseLost,
+    MissingHeaders,
     NotFoundError,
     PreconditionFailedError,
     PreconditionRequiredError,
     ProblemError,
+    SignatureError,
     StateConflictError,
+    TimestampOutOfRange,
     TransientError,
     UstunError,
 )
 
 __all__ = [
     "IllegalTransition",
+    "InvalidSignature",
     "JobCancelled",
     "JobInterrupted",
     "LeaseLost",
+    "MissingHeaders",
     "NotFoundError",
     "PreconditionFailedError",
     "PreconditionRequiredError",
     "ProblemError",
+    "SignatureError",
     "StateConflictError",
+    "TimestampOutOfRange",
     "TransientError",
     "UstunError",
 ]

@@ -16,6 +16,8 @@ DEFAULT_JOB_POLL_INTERVAL = 1.0
 DEFAULT_JOB_MAX_ATTEMPTS = 5
 DEFAULT_JOB_RETRY_BASE = 2.0
 DEFAULT_JOB_RETENTION = 7 * 86_400
+# A worker holds claimed webhook deliveries this long before another worker may take them over.
+DEFAULT_WEBHOOK_LEASE = 60
 
 
 class Settings(BaseSettings):
@@ -31,6 +33,7 @@ class Settings(BaseSettings):
     webhook_retry_schedule: str = ",".join(str(s) for s in DEFAULT_WEBHOOK_RETRY_SCHEDULE)
     webhook_timeout: float = Field(default=DEFAULT_WEBHOOK_TIMEOUT, gt=0)
     webhook_allow_private: bool = False
+    webhook_lease: float = Field(default=DEFAULT_WEBHOOK_LEASE, gt=0)
     signature_tolerance: int = Field(default=DEFAULT_SIGNATURE_TOLERANCE, ge=0)
     secret_key: str | None = None
     log_level: str = "info"

@@ -15,7 +15,7 @@ from ustun.errors import IllegalTransition, LeaseLost
 from ustun.jobs import lease
 from ustun.jobs.tables import job_events
 from ustun.jobs.tables import jobs as jobs_table
-from ustun.store import Database
+from ustun.store import Database, UnitOfWork
 
 
 def _kind() -> str:
@@ -106,7 +106,7 @@ async def test_expired_leases_with_no_attempts_left_fail_with_a_problem(db: Data
     await _expire(db, job.id)
     seen: list[tuple[str, str]] = []
 
-    async def hook(conn: object, final: jobs.Job) -> None:
+    async def hook(uow: UnitOfWork, final: jobs.Job) -> None:
         seen.append((final.id, final.status))
 
     [failed] = await lease.recover_expired(db, hooks=[hook])

@@ -14,7 +14,7 @@ from ustun.errors import TransientError
 from ustun.jobs import lease
 from ustun.jobs.runner import RETRY_JITTER, retry_delay
 from ustun.jobs.tables import jobs as jobs_table
-from ustun.store import Database
+from ustun.store import Database, UnitOfWork
 
 
 async def test_a_job_runs_to_done_with_increasing_progress(db: Database) -> None:
@@ -85,8 +85,9 @@ async def test_final_hooks_see_done_and_failed_in_the_same_transaction(db: Datab
     async def bad(ctx: jobs.JobContext) -> None:
         raise TransientError("never works")
 
-    async def hook(conn: object, job: jobs.Job) -> None:
-        seen.append((job.id, job.status, conn is not None))
+    async def hook(uow: UnitOfWork, job: jobs.Job) -> None:
+        in_transaction = uow.conn.in_transaction()
+        seen.append((job.id, job.status, in_transaction))
 
     kinds.on_final(hook)
     good = await jobs.enqueue(db, "hooked-ok", kinds=kinds)

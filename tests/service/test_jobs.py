@@ -162,3 +162,23 @@ async def test_conditional_get_follows_rfc_9110(
     failed = await client.get(url, headers={"if-match": '"9"'})
     assert failed.status_code == 412
     await jobs.cancel(db, job.id, account_id=job.account_id)
+
+
+async def test_final_states_are_announced_through_the_webhook_outbox(
+    client: httpx.AsyncClient, db: Database, api_key: str
+) -> None:
+    account_id = await _account(db, api_key)
+    good = await jobs.enqueue(db, "slow", {"seconds": 0.1}, account_id=account_id)
+    bad = await jobs.enqueue(db, "broken", account_id=account_id)
+    async with running(db):
+        await finished(db, good.id, account_id)
+        await finished(db, bad.id, account_id)
+    events = (await client.get("/v1/events")).json()["data"]
+    by_type = {event["type"]: event for event in events}
+    assert set(by_type) == {"job.completed", "job.failed"}
+    assert by_type["job.completed"]["data"]["id"] == good.id
+    assert by_type["job.completed"]["data"]["status"] == "done"
+    assert by_type["job.failed"]["data"]["id"] == bad.id
+    assert by_type["job.failed"]["data"]["error"]["type"].endswith("/problems/job-failed")
+    types = {t["name"] for t in (await client.get("/v1/event-types")).json()["data"]}
+    assert {"job.completed", "job.failed"} <= types

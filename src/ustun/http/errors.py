@@ -10,7 +10,11 @@ UstunError
 ├── JobInterrupted                 a running job must stop now (raised by its context)
 │   ├── JobCancelled               somebody asked to cancel it
 │   └── LeaseLost                  its lease expired and another worker may hold it
-└── TransientError                 raised by a job to say "try me again later" (retried)
+├── TransientError                 raised by a job to say "try me again later" (retried)
+└── SignatureError                 a webhook failed Standard Webhooks verification
+    ├── MissingHeaders             a webhook-id, -timestamp or -signature header absent or malformed
+    ├── TimestampOutOfRange        webhook-timestamp further from now than the tolerance
+    └── InvalidSignature           no signature matches any of the secrets
 """
 
 from __future__ import annotations
@@ -98,3 +102,19 @@ class LeaseLost(JobInterrupted):
 
 class TransientError(UstunError):
     """A job failed for a reason that may pass (a timeout, a busy dependency): retry it later."""
+
+
+class SignatureError(UstunError):
+    """A webhook could not be verified; never process its body."""
+
+
+class MissingHeaders(SignatureError):
+    """A Standard Webhooks header is absent or malformed."""
+
+
+class TimestampOutOfRange(SignatureError):
+    """`webhook-timestamp` is older or newer than the tolerance allows (replay protection)."""
+
+
+class InvalidSignature(SignatureError):
+    """No `v1` signature in `webhook-signature` matches the body under the secret."""

@@ -37,7 +37,7 @@ from ustun.jobs.queue import status_is
 from ustun.jobs.records import Job, Result
 from ustun.jobs.registry import FinalHook
 from ustun.jobs.tables import job_results, jobs
-from ustun.store import Database
+from ustun.store import Database, UnitOfWork
 from ustun.store.types import UTCDateTime
 from ustun.store.uow import current_unit_of_work
 
@@ -222,7 +222,7 @@ async def finish(
                     created_at=now,
                 )
             )
-        await _run_hooks(uow.conn, [changed], hooks)
+        await _run_hooks(uow, [changed], hooks)
     return changed
 
 
@@ -252,7 +252,10 @@ async def settle(
             ).all()
             changed = [Job.from_row(row) for row in rows]
             settled.update((job.id, job) for job in changed)
-            await _run_hooks(conn, changed, hooks)
+            if hooks:
+                uow = current_unit_of_work()
+                assert uow is not None, "with hooks, settle runs in a unit of work"
+                await _run_hooks(uow, changed, hooks)
         for job, outcome in batch:
             if outcome != DONE:
                 with contextlib.suppress(LeaseLost):
@@ -260,13 +263,11 @@ async def settle(
     return settled
 
 
-async def _run_hooks(
-    conn: AsyncConnection, changed: Sequence[Job], hooks: Sequence[FinalHook]
-) -> None:
+async def _run_hooks(uow: UnitOfWork, changed: Sequence[Job], hooks: Sequence[FinalHook]) -> None:
     for job in changed:
         if job.status in (states.DONE, states.FAILED):
             for hook in hooks:
-                await hook(conn, job)
+                await hook(uow, job)
 
 
 async def recover_expired(db: Database, *, hooks: Sequence[FinalHook] = ()) -> list[Job]:
@@ -317,6 +318,6 @@ async def recover_expired(db: Database, *, hooks: Sequence[FinalHook] = ()) -> l
                 )
             ).all()
             changed = [Job.from_row(r) for r in rows]
-            await _run_hooks(uow.conn, changed, hooks)
+            await _run_hooks(uow, changed, hooks)
             recovered += changed
     return recovered

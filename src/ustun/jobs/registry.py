@@ -10,17 +10,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from ustun.http.errors import TransientError
 from ustun.jobs.records import Job, Result
+from ustun.store import UnitOfWork
 
 if TYPE_CHECKING:
     from ustun.jobs.context import JobContext
 
 Handler = Callable[["JobContext"], Awaitable[Result | None]]
 # Runs inside the transaction that gives a job its final state (done or failed): an outbox.
-FinalHook = Callable[[AsyncConnection, Job], Awaitable[None]]
+FinalHook = Callable[[UnitOfWork, Job], Awaitable[None]]
 
 DEFAULT_RETRY_ON: tuple[type[BaseException], ...] = (TransientError, OSError, TimeoutError)
 

@@ -18,8 +18,12 @@ from ustun.service import (
     problems,
     reports,
     transfers,
+    webhook_deliveries,
+    webhook_endpoints,
+    webhook_events,
 )
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware
+from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
 from ustun.settings import Settings
 from ustun.store import Database
@@ -48,6 +52,7 @@ def create_app(
     app = FastAPI(title="ustun", version=__version__, lifespan=lifespan)
     app.state.db = database
     app.state.settings = settings
+    app.state.secret_box = secret_box(settings)
     problems.install(app)
     app.include_router(health.router)
     app.include_router(payments.router)
@@ -56,6 +61,9 @@ def create_app(
     app.include_router(documents.router)
     app.include_router(reports.router)
     app.include_router(jobs.router)
+    app.include_router(webhook_endpoints.router)
+    app.include_router(webhook_events.router)
+    app.include_router(webhook_deliveries.router)
     # Inside AuthMiddleware (added after it): keys are scoped by the authenticated account.
     app.add_middleware(
         IdempotencyMiddleware,

@@ -7,7 +7,11 @@ import importlib
 from collections.abc import Awaitable, Callable
 
 from ustun import jobs
-from ustun.service import reports  # noqa: F401  (registers the "report" job kind)
+
+# Imported for what they register: the "report" job kind, and the hook that emits
+# job.completed / job.failed into the webhook outbox.
+from ustun.service import jobs as job_routes  # noqa: F401
+from ustun.service import reports  # noqa: F401
 from ustun.settings import Settings
 from ustun.store import Database
 

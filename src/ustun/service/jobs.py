@@ -22,6 +22,8 @@ from ustun.jobs.tables import jobs as jobs_table
 from ustun.service.conditional import Conditions, not_modified
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.pagination import page
+from ustun.store import UnitOfWork
+from ustun.webhooks.outbox import emit
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -51,6 +53,16 @@ def render(job: jobs.Job) -> dict[str, Any]:
         "error": job.error,
         "cancel_requested": job.cancel_requested,
     }
+
+
+async def emit_final(uow: UnitOfWork, job: jobs.Job) -> None:
+    """`job.completed` / `job.failed` into the webhook outbox, in the final state's transaction."""
+    if job.account_id is not None:
+        kind = "job.completed" if job.status == jobs.DONE else "job.failed"
+        await emit(uow, job.account_id, kind, render(job), object_url=job_url(job.id))
+
+
+jobs.registry.on_final(emit_final)
 
 
 def headers(job: jobs.Job) -> dict[str, str]:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from ustun.idempotency import SqlRecordStore, sweeper
 from ustun.service.job_loops import job_loops
+from ustun.service.webhook_runtime import dispatcher
 from ustun.settings import Settings
 from ustun.store import Database
 
@@ -29,6 +30,7 @@ class Worker:
         self.settings = settings
         self.concurrency = concurrency
         self.loops: list[Loop] = [*job_loops(db, settings, concurrency)]
+        self.loops.append(dispatcher(db, settings).run)
         self.loops.append(sweeper(SqlRecordStore(db)))
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []

@@ -5,7 +5,7 @@ forget one, and it costs no extra round trip) and, on PostgreSQL, NOTIFY idle wo
 are enqueued: delivered at commit, never for a rolled-back enqueue.
 
 Revision ID: 0005
-Revises: 0002
+Revises: 0004
 """
 
 import sqlalchemy as sa
@@ -14,7 +14,7 @@ from alembic import op
 from ustun.store.types import UTCDateTime
 
 revision = "0005"
-down_revision = "0002"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
