@@ -187,6 +187,7 @@ async def bench_ustun(url: str, total: int, concurrency: int) -> float:
             "USTUN_JOB_MODULES": "jobs",
             "PYTHONPATH": str(HERE),
             "USTUN_LOG_LEVEL": "warning",
+            "USTUN_SECRET_KEY": "benchmark-secret-key-of-at-least-32-characters",
             "USTUN_JOB_POLL_INTERVAL": "0.05" if db.is_sqlite else "1.0",
         },
     )
