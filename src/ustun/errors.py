@@ -1,7 +1,11 @@
 """The public face of ustun's exception tree (defined in `ustun.http.errors`, the bottom layer)."""
 
 from ustun.http.errors import (
+    IllegalTransition,
     InvalidSignature,
+    JobCancelled,
+    JobInterrupted,
+    LeaseLost,
     MissingHeaders,
     NotFoundError,
     PreconditionFailedError,
@@ -10,11 +14,16 @@ from ustun.http.errors import (
     SignatureError,
     StateConflictError,
     TimestampOutOfRange,
+    TransientError,
     UstunError,
 )
 
 __all__ = [
+    "IllegalTransition",
     "InvalidSignature",
+    "JobCancelled",
+    "JobInterrupted",
+    "LeaseLost",
     "MissingHeaders",
     "NotFoundError",
     "PreconditionFailedError",
@@ -23,5 +32,6 @@ __all__ = [
     "SignatureError",
     "StateConflictError",
     "TimestampOutOfRange",
+    "TransientError",
     "UstunError",
 ]

@@ -24,6 +24,7 @@ from support import (
     BACKENDS,
     USTUN,
     Server,
+    UstunProcess,
     drop_pg_database,
     make_pg_database,
     wait_for,
@@ -288,3 +289,46 @@ def test_a_second_account_sees_nothing_of_the_first(
     finally:
         first.close()
         second.close()
+
+
+def test_a_job_page_follows_progress_live_until_done(
+    page: Page, service: Service, tmp_path: Path
+) -> None:
+    # A database of its own and a server without a worker: the job waits, page already open,
+    # until a separate `ustun worker` process starts and runs it.
+    if service.database_url.startswith("sqlite"):
+        name, url = None, f"sqlite:///{tmp_path / 'jobs.db'}"
+    else:
+        name, url = off_loop(make_pg_database)
+    quiet = Server(url, tmp_path / "quiet.log", "--no-worker").start()
+    worker = UstunProcess(["worker"], {"USTUN_DATABASE_URL": url}, tmp_path / "worker.log")
+    try:
+        key = wait_for(lambda: KEY.search(quiet.output()), what="the first API key").group()
+        auth = {"authorization": f"Bearer {key}"}
+        accepted = httpx.post(
+            f"{quiet.base_url}/v1/reports",
+            json={"period": "2026", "format": "csv"},
+            headers=auth,
+        )
+        assert accepted.status_code == 202, accepted.text
+        job_id = accepted.json()["id"]
+
+        page.goto(f"{quiet.base_url}/dashboard")
+        page.get_by_label("API key").fill(key)
+        page.get_by_role("button", name="Log in").click()
+        page.get_by_role("link", name="Jobs").click()
+        page.get_by_role("link", name=job_id).click()
+        expect(page.locator("[data-field=status]")).to_have_text("pending")
+        expect(page.locator("[data-job-stream]")).to_have_count(1)
+
+        worker.start()
+        expect(page.locator("[data-field=status]")).to_have_text("done", timeout=30_000)
+        expect(page.locator("[data-result]")).to_be_visible()
+        expect(page.locator("progress")).to_have_attribute("value", "100")
+        screenshot(page, "job", tmp_path)
+    finally:
+        if worker.alive():
+            worker.stop()
+        quiet.stop()
+        if name is not None:
+            off_loop(lambda: drop_pg_database(name))

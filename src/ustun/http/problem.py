@@ -141,6 +141,13 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "page and submit the form again.",
         ),
         ProblemType(
+            "job-failed",
+            500,
+            "Job failed",
+            "The asynchronous job failed after its retries were used up (or with an error that "
+            "retrying cannot fix). Nothing of it was kept; start a new job to try again.",
+        ),
+        ProblemType(
             "not-ready",
             503,
             "Not ready",

@@ -15,12 +15,14 @@ from ustun.service import (
     documents,
     event_types,
     health,
+    jobs,
     ledger_accounts,
     metrics,
     openapi,
     payments,
     problems,
     queues,
+    reports,
     transfers,
     webhook_deliveries,
     webhook_endpoints,
@@ -63,6 +65,7 @@ def create_app(
     app.state.settings = settings
     app.state.metrics = observed
     observed.queue_probes.append(queues.all_queues)
+    observed.job_probes.append(queues.jobs_by_status)
     app.state.secret_box = secret_box(settings)
     problems.install(app)
     app.state.event_types = event_types.CATALOGUE
@@ -75,6 +78,8 @@ def create_app(
     app.include_router(metrics.router)
     app.include_router(asyncapi.router)
     dashboard.install(app, settings.secret_key)
+    app.include_router(reports.router)
+    app.include_router(jobs.router)
     app.include_router(webhook_endpoints.router)
     app.include_router(webhook_events.router)
     app.include_router(webhook_deliveries.router)

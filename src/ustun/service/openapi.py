@@ -90,6 +90,9 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
     ),
     ("PATCH", "/v1/documents/{document_id}"): _CONDITIONAL_WRITE,
     ("DELETE", "/v1/documents/{document_id}"): Notes(if_match="required"),
+    ("GET", "/v1/jobs/{job_id}"): _CONDITIONAL_READ,
+    ("HEAD", "/v1/jobs/{job_id}"): _CONDITIONAL_READ,
+    ("POST", "/v1/jobs/{job_id}/cancel"): Notes(problems=("state-conflict",)),
     ("GET", "/v1/ledger-accounts/{ledger_account_id}"): _CONDITIONAL_READ,
     # A `from` or `to` naming no ledger account of this account is a 404.
     ("POST", "/v1/transfers"): Notes(problems=("not-found", "insufficient-funds")),

@@ -15,7 +15,8 @@ from typing import Any
 from sqlalchemy import Column, ColumnElement, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ustun import clock
+from ustun import clock, jobs
+from ustun.jobs.tables import jobs as jobs_table
 from ustun.service.metrics import QueueStat
 from ustun.webhooks.states import DUE
 from ustun.webhooks.tables import deliveries
@@ -55,6 +56,23 @@ async def webhook_deliveries(
     ]
 
 
+async def job_queue(conn: AsyncConnection, account_id: str | None = None) -> list[QueueStat]:
+    """Pending jobs whose run time has come, of one account or of all."""
+    where: list[ColumnElement[bool]] = [jobs_table.c.status == jobs.PENDING]
+    if account_id is not None:
+        where.append(jobs_table.c.account_id == account_id)
+    return [await due_stat(conn, "jobs", jobs_table.c.run_at, where)]
+
+
 async def all_queues(conn: AsyncConnection) -> list[QueueStat]:
     """Every queue of the service, across accounts (a `/metrics` probe)."""
-    return await webhook_deliveries(conn)
+    return [*await webhook_deliveries(conn), *await job_queue(conn)]
+
+
+async def jobs_by_status(conn: AsyncConnection) -> dict[str, int]:
+    """How many jobs are in each status, across accounts (a `/metrics` probe)."""
+    rows = await conn.execute(
+        select(jobs_table.c.status, func.count()).group_by(jobs_table.c.status)
+    )
+    counted = {row[0]: row[1] for row in rows}
+    return {status: counted.get(status, 0) for status in jobs.STATUSES}

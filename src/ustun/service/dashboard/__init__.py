@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from ustun.service.dashboard import pages, webhooks
+from ustun.service.dashboard import jobs, pages, webhooks
 from ustun.service.dashboard.session import SessionCodec, derive_key
 from ustun.service.dashboard.web import HERE, LoginRequired, on_login_required
 
@@ -16,4 +16,5 @@ def install(app: FastAPI, secret_key: str | None) -> None:
     app.add_exception_handler(LoginRequired, on_login_required)
     app.include_router(pages.router)
     app.include_router(webhooks.router)
+    app.include_router(jobs.router)
     app.mount("/dashboard/static", StaticFiles(directory=HERE / "static"), name="dashboard-static")

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Column, Table, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ustun.jobs.tables import jobs
 from ustun.service import queues
 from ustun.service.tables import payments
 from ustun.webhooks.tables import deliveries, events
@@ -39,7 +40,12 @@ async def overview(conn: AsyncConnection, account_id: str) -> Overview:
     result = Overview()
     result.counts["events"] = await count_by(conn, events, events.c.type, account_id)
     result.counts["deliveries"] = await count_by(conn, deliveries, deliveries.c.status, account_id)
+    result.counts["jobs"] = await count_by(conn, jobs, jobs.c.status, account_id)
     result.counts["payments"] = await count_by(conn, payments, payments.c.status, account_id)
-    for stat in await queues.webhook_deliveries(conn, account_id):
+    lagging = [
+        *await queues.webhook_deliveries(conn, account_id),
+        *await queues.job_queue(conn, account_id),
+    ]
+    for stat in lagging:
         result.lag_seconds[stat.queue.replace("_", " ")] = stat.oldest_due_age
     return result

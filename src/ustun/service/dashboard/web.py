@@ -19,7 +19,7 @@ HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["rfc3339"] = rfc3339
 # The dashboard's sections, in navigation order.
-templates.env.globals["sections"] = ["overview", "endpoints", "events", "deliveries"]
+templates.env.globals["sections"] = ["overview", "endpoints", "events", "deliveries", "jobs"]
 
 
 class LoginRequired(Exception):
