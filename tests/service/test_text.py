@@ -56,3 +56,12 @@ async def test_idempotent_creates_refuse_it_too(
     response = await client.post(path, json=body, headers={"idempotency-key": f"nul-{field}"})
     assert response.status_code == 422, response.text
     assert response.json()["errors"][0]["field"] == f"body.{field}"
+
+
+async def test_an_order_id_beyond_64_bits_is_a_validation_problem(
+    client: httpx.AsyncClient,
+) -> None:
+    body = {"amount": 215, "currency": "EUR", "order_id": -1277930459853433339904}
+    response = await client.post("/v1/payments", json=body, headers={"idempotency-key": "big"})
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"][0]["field"] == "body.order_id"

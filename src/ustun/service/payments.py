@@ -75,7 +75,8 @@ class PaymentCreate(BaseModel):
 
     amount: Amount
     currency: Currency
-    order_id: StrictInt | None = None
+    # The column is a signed 64-bit integer; a larger number is bad input, not a 500.
+    order_id: StrictInt | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
     description: Text | None = Field(default=None, max_length=1000)
 
 
