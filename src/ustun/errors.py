@@ -1,5 +1,21 @@
 """The public face of ustun's exception tree (defined in `ustun.http.errors`, the bottom layer)."""
 
-from ustun.http.errors import ProblemError, UstunError
+from ustun.http.errors import (
+    ApiError,
+    ClientError,
+    ProblemError,
+    RetriesExhausted,
+    UpdateConflict,
+    UstunError,
+    WaitTimeout,
+)
 
-__all__ = ["ProblemError", "UstunError"]
+__all__ = [
+    "ApiError",
+    "ClientError",
+    "ProblemError",
+    "RetriesExhausted",
+    "UpdateConflict",
+    "UstunError",
+    "WaitTimeout",
+]
