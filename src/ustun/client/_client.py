@@ -123,7 +123,8 @@ class Client(httpx.Client):
                 value: T = done.value
                 return value
             if isinstance(step, Sleep):
-                result = time.sleep(step.seconds)
+                time.sleep(step.seconds)
+                result = None
             elif isinstance(step, Watch):
                 result = self._watch(step)
             else:
@@ -200,7 +201,10 @@ class AsyncClient(httpx.AsyncClient):
         return await self._run(flow)
 
     async def wait(
-        self, job: str | httpx.URL | httpx.Response, *, timeout: float = WAIT_TIMEOUT
+        self,
+        job: str | httpx.URL | httpx.Response,
+        *,
+        timeout: float = WAIT_TIMEOUT,  # noqa: ASYNC109 - the job's deadline, as in Client.wait
     ) -> Any:
         """Async `Client.wait`: follow a job by SSE or polling; return the final job."""
         return await self._run(wait_flow(self.build_request, job, timeout=timeout))

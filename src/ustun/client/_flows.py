@@ -49,7 +49,7 @@ class Sleep:
 
 @dataclass(frozen=True, slots=True)
 class Watched:
-    """The result of a `Watch`: was an event stream offered, did it report the end, where to resume."""
+    """What a `Watch` saw: an event stream or not, the job's end or not, where to resume."""
 
     offered: bool
     finished: bool

@@ -88,7 +88,7 @@ class UpdateConflict(ApiError):
 
 
 class RetriesExhausted(ClientError):
-    """The retry policy gave up: attempts or deadline spent; `error` is the network error, if any."""
+    """The retry policy gave up (attempts or deadline spent); `error`: the network error, if any."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""Reading a `text/event-stream` incrementally (WHATWG HTML §9.2.6, "Interpreting an event stream")."""
+"""Reading a `text/event-stream` as it arrives (WHATWG HTML §9.2.6, interpreting a stream)."""
 
 from __future__ import annotations
 
