@@ -11,6 +11,7 @@ from ustun.http.backoff import (
     IDEMPOTENT_METHODS,
     RETRY_STATUSES,
     Backoff,
+    Decision,
     decide,
 )
 
@@ -123,7 +124,13 @@ def test_409_only_when_the_key_is_in_progress() -> None:
 
 @pytest.mark.parametrize("status", [200, 201, 304, 400, 401, 404, 412, 422, 501])
 def test_final_answers_are_not_retried(status: int) -> None:
-    assert not decide(method="GET", has_key=False, replayable=True, status=status).retry
+    decision = decide(method="GET", has_key=False, replayable=True, status=status)
+    assert decision == Decision(False, f"{status} is final")
+
+
+def test_an_outcome_is_needed() -> None:
+    with pytest.raises(ValueError, match="status or a network error"):
+        decide(method="GET", has_key=False, replayable=True)
 
 
 def test_network_errors_are_retried_and_say_so() -> None:

@@ -73,11 +73,14 @@ class Client(httpx.Client):
             add_idempotency_key(request)
         attempts = Attempts(request, self.retry)
         while True:
+            response = None
             try:
                 response = super().send(request, **options)
                 if needs_body(response):
                     response.read()
             except httpx.TransportError as error:
+                if response is not None:
+                    response.close()
                 wait = attempts.after_error(error)
                 if wait is None:
                     raise
@@ -173,11 +176,14 @@ class AsyncClient(httpx.AsyncClient):
             add_idempotency_key(request)
         attempts = Attempts(request, self.retry)
         while True:
+            response = None
             try:
                 response = await super().send(request, **options)
                 if needs_body(response):
                     await response.aread()
             except httpx.TransportError as error:
+                if response is not None:
+                    await response.aclose()
                 wait = attempts.after_error(error)
                 if wait is None:
                     raise

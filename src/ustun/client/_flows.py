@@ -136,6 +136,8 @@ def job_url(target: str | httpx.URL | httpx.Response) -> str:
     """The job to follow: a URL, or the `Location` of a 202 Accepted (RFC 9110 §15.3.3)."""
     if not isinstance(target, httpx.Response):
         return str(target)
+    if target.is_error:
+        raise api_error(target, f"{target.request.method} {target.request.url} failed")
     location = target.headers.get("location")
     if location is None:
         raise ValueError(f"a {target.status_code} response without Location names no job")

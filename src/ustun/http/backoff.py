@@ -61,12 +61,12 @@ def decide(
 
     `error` names a failure where no response arrived (connection refused or dropped, timeout).
     """
-    if error is None and (status is None or status < 400):
-        return Decision(False, "succeeded" if status is None else f"{status} is not an error")
     if error is not None:
         why = f"network error: {error}"
+    elif status is None:
+        raise ValueError("an outcome is a response status or a network error")
     elif status not in RETRY_STATUSES:
-        return Decision(False, f"{status} is not transient")
+        return Decision(False, f"{status} is final")
     elif status == 409 and not (problem_type or "").endswith(IN_PROGRESS_SUFFIX):
         return Decision(False, "409 is a conflict, not idempotency-in-progress")
     else:
