@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from local_servers import ThreadedServer
-from ustun.client import AsyncClient, Client, WaitTimeout
+from ustun.client import ApiError, AsyncClient, Client, WaitTimeout
 
 
 class Jobs:
@@ -136,3 +136,15 @@ async def test_a_job_that_does_not_finish_in_time_raises(wait: Wait) -> None:
     with pytest.raises(WaitTimeout) as raised:
         await wait(jobs, timeout=0.3)
     assert raised.value.job["status"] == "pending"
+
+
+def test_a_refused_request_is_not_waited_on() -> None:
+    refused = httpx.Response(
+        422,
+        json={"type": "/problems/validation-error", "title": "Validation error", "status": 422},
+        headers={"content-type": "application/problem+json"},
+        request=httpx.Request("POST", "http://api.example/v1/reports"),
+    )
+    with Client() as client, pytest.raises(ApiError) as raised:
+        client.wait(refused)
+    assert raised.value.type == "/problems/validation-error"

@@ -17,6 +17,7 @@ from support import BACKENDS, Server, drop_pg_database, make_pg_database, wait_f
 from ustun.client import AsyncClient, Client
 
 pytestmark = pytest.mark.e2e
+README = Path(__file__).parents[2] / "README.md"
 KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 
 
@@ -133,3 +134,16 @@ def test_wait_returns_the_done_report_job(service: tuple[Server, str], sse: bool
     assert streams[0] == (200 if sse else 404)
     if sse:
         assert len([path for path, _ in seen if path == job_path]) == 1, "no polling needed"
+
+
+def test_the_readme_example_runs(
+    service: tuple[Server, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, key = service
+    section = README.read_text().split("## Calling a ustun API safely", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setenv("KEY", key)
+    code = compile(example.replace("http://127.0.0.1:8000", server.base_url), "README", "exec")
+    exec(code, {})  # noqa: S102 - the README's own example, as a reader would run it
+    payment_status, _, job_status = capsys.readouterr().out.split()
+    assert (payment_status, job_status) == ("pending", "done")
