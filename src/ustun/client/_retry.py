@@ -113,8 +113,7 @@ class Attempts:
             error=error,
         )
         if not decision.retry:
-            if error is not None or (status or 0) in RETRY_STATUSES:
-                logger.debug("not retrying %s %s: %s", *self._what(), decision.reason)
+            logger.debug("not retrying %s %s: %s", *self._what(), decision.reason)
             return None
         return decision.reason
 
