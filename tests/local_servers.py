@@ -44,11 +44,14 @@ class ThreadedServer:
 
 
 class CuttingProxy:
-    """A TCP proxy to `127.0.0.1:upstream_port` that drops the first `cuts` connections the
-    moment their response starts: the server has done the work, the client never hears of it."""
+    """A TCP proxy to `127.0.0.1:upstream_port` that drops the connection the moment the
+    response to a request starts — the first `cuts` times a request whose method is `method`
+    (any, by default) is answered: the server has done the work, the client never hears of it.
+    HTTP/1.1 without pipelining: the first bytes back after a request are its response."""
 
-    def __init__(self, upstream_port: int, *, cuts: int = 1) -> None:
+    def __init__(self, upstream_port: int, *, cuts: int = 1, method: str = "") -> None:
         self.upstream_port = upstream_port
+        self.method = method.encode()
         self.cuts_left = cuts
         self.cut = 0
         self.port = free_port()
@@ -81,21 +84,23 @@ class CuttingProxy:
 
     async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         upstream_r, upstream_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        asked: list[bytes] = []  # the start of the request not answered yet
 
         async def requests() -> None:
             while data := await client_r.read(65536):
+                if not asked:
+                    asked.append(data)
                 upstream_w.write(data)
                 await upstream_w.drain()
 
         async def responses() -> None:
-            first = True
             while data := await upstream_r.read(65536):
-                if first and self.cuts_left > 0:
+                request = asked.pop() if asked else b""
+                if request.startswith(self.method) and request and self.cuts_left > 0:
                     self.cuts_left -= 1
                     self.cut += 1
                     client_w.transport.abort()  # RST: the response never reaches the client
                     return
-                first = False
                 client_w.write(data)
                 await client_w.drain()
 

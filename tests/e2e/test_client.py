@@ -147,3 +147,23 @@ def test_the_readme_example_runs(
     exec(code, {})  # noqa: S102 - the README's own example, as a reader would run it
     payment_status, _, job_status = capsys.readouterr().out.split()
     assert (payment_status, job_status) == ("pending", "done")
+
+
+def test_a_patch_whose_answer_is_lost_applies_once(service: tuple[Server, str]) -> None:
+    server, key = service
+    with Client(base_url=server.base_url, api_key=key) as api:
+        made = api.post("/v1/documents", json={"title": "0"})
+        assert made.status_code == 201, made.text
+    url = made.headers["location"]
+
+    def count(doc: dict[str, Any]) -> dict[str, Any]:
+        return {**doc, "title": str(int(doc["title"]) + 1)}
+
+    with (
+        CuttingProxy(server.port, cuts=1, method="PATCH") as proxy,
+        Client(base_url=proxy.base_url, api_key=key) as api,
+    ):
+        updated = api.update(url, count, method="PATCH")
+        assert proxy.cut == 1
+        assert updated["title"] == "1", "the retried PATCH replayed the first answer"
+        assert api.get(url).json()["title"] == "1"

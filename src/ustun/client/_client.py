@@ -104,6 +104,10 @@ class Client(httpx.Client):
         GET, `change(current) -> new`, then PUT `new` (or, with `method="PATCH"`, a JSON merge
         patch from current to new) with `If-Match`; on 412 re-read and re-apply, up to
         `attempts` times, then raise `UpdateConflict`. `change` may run more than once.
+
+        A PUT carries no Idempotency-Key: if its answer is lost and the retry meets 412 because
+        the first try did land, `change` is applied again. PATCH carries a key, so its retry
+        replays the first answer: prefer it for changes that must apply once (increments).
         """
         return self._run(
             update_flow(self.build_request, url, change, attempts=attempts, method=method)
