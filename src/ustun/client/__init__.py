@@ -5,7 +5,7 @@ from ustun.client import Client
 
 with Client(base_url="http://127.0.0.1:8000", api_key=KEY) as api:
     payment = api.post("/v1/payments", json={"amount": 1000, "currency": "EUR"}).json()
-    doc = api.update("/v1/documents/readme", lambda d: {**d, "title": "New"})
+    doc = api.update("/v1/documents/readme", lambda d: {"title": "New", "body": d["body"]})
     job = api.wait(api.post("/v1/reports", json={"period": "2026", "format": "csv"}))
 ```
 
