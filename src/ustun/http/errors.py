@@ -1,12 +1,16 @@
 """The ustun exception tree (pure: every layer may raise these; `ustun.errors` re-exports them).
 
 UstunError
-├── ProblemError           an RFC 9457 problem: raised by handlers, rendered as problem+json
-└── ClientError            raised by `ustun.client`; carries the server's problem, if any
-    ├── ApiError           the server answered with an error that no retry can fix
-    │   └── UpdateConflict `update()` lost the race (412) on every attempt
-    ├── RetriesExhausted   transient failures until the attempts or the deadline ran out
-    └── WaitTimeout        `wait()`: the job had not finished when the timeout came
+├── ProblemError                   an RFC 9457 problem: raised by handlers, rendered as problem+json
+│   ├── PreconditionRequiredError  428: a write that must be conditional came without If-Match
+│   ├── PreconditionFailedError    412: If-Match / If-None-Match / If-Unmodified-Since was false
+│   ├── NotFoundError              404: nothing at this URL for this account
+│   └── StateConflictError         409: the version matched but a business rule refused the change
+└── ClientError                    raised by `ustun.client`; carries the server's problem, if any
+    ├── ApiError                   the server answered with an error that no retry can fix
+    │   └── UpdateConflict         `update()` lost the race (412) on every attempt
+    ├── RetriesExhausted           transient failures until the attempts or the deadline ran out
+    └── WaitTimeout                `wait()`: the job had not finished when the timeout came
 """
 
 from __future__ import annotations
@@ -39,6 +43,34 @@ class ProblemError(UstunError):
         self.status = status
         self.headers = dict(headers or {})
         self.extensions = extensions
+
+
+class PreconditionRequiredError(ProblemError):
+    """428 (RFC 6585 §3): the route needs a precondition; `header` names the one to send."""
+
+    def __init__(self, detail: str, *, header: str = "If-Match") -> None:
+        super().__init__("precondition-required", detail, header=header)
+
+
+class PreconditionFailedError(ProblemError):
+    """412 (RFC 9110 §15.5.13): `header` evaluated false; re-read, re-apply, retry."""
+
+    def __init__(self, detail: str, *, header: str) -> None:
+        super().__init__("precondition-failed", detail, header=header)
+
+
+class NotFoundError(ProblemError):
+    """404: nothing at this URL for this account."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("not-found", detail)
+
+
+class StateConflictError(ProblemError):
+    """409: the change is refused by a business rule, not by a stale version."""
+
+    def __init__(self, detail: str, **extensions: Any) -> None:
+        super().__init__("state-conflict", detail, **extensions)
 
 
 class ClientError(UstunError):

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ustun import __version__
-from ustun.service import health, payments, problems
+from ustun.service import documents, health, payments, problems
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware
 from ustun.service.worker import Worker
 from ustun.settings import Settings
@@ -41,6 +41,7 @@ def create_app(
     problems.install(app)
     app.include_router(health.router)
     app.include_router(payments.router)
+    app.include_router(documents.router)
     # Added last, so it runs first: every response, even a 401, carries the request id.
     app.add_middleware(AuthMiddleware, db=database)
     app.add_middleware(RequestIdMiddleware)

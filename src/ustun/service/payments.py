@@ -1,13 +1,27 @@
-"""Payments: `GET /v1/payments` and the shape of a payment."""
+"""Payments: `GET /v1/payments`, `GET`/`PATCH /v1/payments/{id}`, and the shape of a payment."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from fastapi import APIRouter
-from sqlalchemy import Row
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import ColumnElement, Row, select
 
+from ustun import clock
 from ustun.clock import rfc3339
+from ustun.concurrency import (
+    GuardRejected,
+    compare_and_set,
+    conditional_read,
+    require_if_match,
+    validators,
+)
+from ustun.http.errors import NotFoundError, StateConflictError
+from ustun.service.accounts import Account
+from ustun.service.bodies import read_json
+from ustun.service.conditional import Conditions, not_modified, representation
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.pagination import page
 from ustun.service.tables import payments
@@ -44,3 +58,75 @@ async def list_payments(
             cursor=cursor,
             render=render,
         )
+
+
+class PaymentUpdate(BaseModel):
+    """The one change a client may make to a payment: settle it, from `pending` only."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    status: Literal["succeeded", "failed", "cancelled"]
+
+
+PATCH_MEDIA_TYPES = ("application/json", "application/merge-patch+json")
+
+
+def _payment_key(account: Account, payment_id: str) -> list[ColumnElement[bool]]:
+    return [payments.c.account_id == account.id, payments.c.id == payment_id]
+
+
+@router.head("/{payment_id}", response_model=None, operation_id="head_payment")
+@router.get("/{payment_id}", response_model=None)
+async def get_payment(
+    payment_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
+) -> Response:
+    """One payment with its ETag; 304 when If-None-Match matches."""
+    async with db.read() as conn:
+        row = (
+            await conn.execute(select(payments).where(*_payment_key(account, payment_id)))
+        ).first()
+    if row is None:
+        raise NotFoundError(f"No payment {payment_id!r} in this account.")
+    current = validators(row)
+    if conditional_read(request.method, pre, current):
+        return not_modified(current)
+    return representation(render(row), current)
+
+
+@router.patch(
+    "/{payment_id}",
+    response_model=None,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                media_type: {"schema": PaymentUpdate.model_json_schema()}
+                for media_type in PATCH_MEDIA_TYPES
+            },
+        }
+    },
+)
+async def update_payment(
+    payment_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
+) -> Response:
+    """Move a pending payment to succeeded, failed or cancelled, under `If-Match`."""
+    require_if_match(pre)
+    change = await read_json(request, PaymentUpdate, PATCH_MEDIA_TYPES)
+    async with db.unit_of_work() as uow:
+        try:
+            row = await compare_and_set(
+                uow.conn,
+                payments,
+                where=_payment_key(account, payment_id),
+                pre=pre,
+                values={"status": change.status, "updated_at": clock.now()},
+                method="PATCH",
+                guard=payments.c.status == "pending",
+            )
+        except GuardRejected as refused:
+            raise StateConflictError(
+                f"The payment is {refused.current.status}; only a pending payment can become "
+                f"{change.status}.",
+                current_status=refused.current.status,
+            ) from None
+    return representation(render(row), validators(row))

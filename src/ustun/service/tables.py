@@ -21,3 +21,17 @@ payments = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
 )
+
+# Keyed by (account, id): a client may choose a document's id with `PUT … If-None-Match: *`.
+documents = Table(
+    "documents",
+    metadata,
+    Column("account_id", String(40), ForeignKey("accounts.id"), primary_key=True),
+    Column("id", String(64), primary_key=True),
+    Column("title", Text(), nullable=False),
+    Column("body", Text(), nullable=False),
+    Column("version", Integer(), nullable=False),
+    Column("generation", String(16), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+)

@@ -1,0 +1,34 @@
+"""Optimistic concurrency: strong ETags from versions, preconditions, compare-and-set writes.
+
+pre = Preconditions.from_headers(request.headers.items())
+require_if_match(pre)                                   # 428 without If-Match
+row = await compare_and_set(conn, table, where=[table.c.id == id], pre=pre, values={...})
+response.headers["ETag"] = str(Version.of(row).etag)    # 412 raised when it was stale
+"""
+
+from ustun.concurrency.cas import (
+    GuardRejected,
+    compare_and_delete,
+    compare_and_set,
+    condition,
+    insert_if_absent,
+    validators,
+)
+from ustun.concurrency.conditions import conditional_read, failed, require_if_match
+from ustun.concurrency.versions import Version, new_generation
+from ustun.http.preconditions import Preconditions
+
+__all__ = [
+    "GuardRejected",
+    "Preconditions",
+    "Version",
+    "compare_and_delete",
+    "compare_and_set",
+    "condition",
+    "conditional_read",
+    "failed",
+    "insert_if_absent",
+    "new_generation",
+    "require_if_match",
+    "validators",
+]

@@ -1,0 +1,151 @@
+"""Compare-and-set on both backends: the precondition is the WHERE clause, never a prior read."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from sqlalchemy import select
+
+from ustun import clock
+from ustun.concurrency import (
+    GuardRejected,
+    Version,
+    compare_and_delete,
+    compare_and_set,
+    insert_if_absent,
+    new_generation,
+)
+from ustun.http.errors import NotFoundError, PreconditionFailedError
+from ustun.http.preconditions import Preconditions
+from ustun.service.accounts import create_key, hash_key
+from ustun.service.tables import documents
+from ustun.store import Database
+from ustun.store.tables import api_keys
+
+
+async def _account(db: Database) -> str:
+    key = await create_key(db, f"cas-{uuid.uuid4().hex[:12]}")
+    async with db.read() as conn:
+        return str(
+            await conn.scalar(
+                select(api_keys.c.account_id).where(api_keys.c.key_hash == hash_key(key))
+            )
+        )
+
+
+def _pre(**headers: str) -> Preconditions:
+    return Preconditions.from_headers((k.replace("_", "-"), v) for k, v in headers.items())
+
+
+async def _document(db: Database, account_id: str, doc_id: str = "d") -> Version:
+    now = clock.now()
+    async with db.unit_of_work() as uow:
+        row = await insert_if_absent(
+            uow.conn,
+            documents,
+            {
+                "account_id": account_id,
+                "id": doc_id,
+                "title": "t",
+                "body": "0",
+                "version": 1,
+                "generation": new_generation(),
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
+    return Version.of(row)
+
+
+async def test_only_the_matching_version_is_written(db: Database) -> None:
+    account = await _account(db)
+    v1 = await _document(db, account)
+    key = [documents.c.account_id == account, documents.c.id == "d"]
+    async with db.unit_of_work() as uow:
+        row = await compare_and_set(
+            uow.conn, documents, where=key, pre=_pre(if_match=str(v1.etag)), values={"body": "1"}
+        )
+    assert Version.of(row) == Version(2, v1.generation)
+    with pytest.raises(PreconditionFailedError):
+        async with db.unit_of_work() as uow:
+            await compare_and_set(
+                uow.conn,
+                documents,
+                where=key,
+                pre=_pre(if_match=str(v1.etag)),
+                values={"body": "x"},
+            )
+    with pytest.raises(NotFoundError):
+        async with db.unit_of_work() as uow:
+            await compare_and_set(
+                uow.conn,
+                documents,
+                where=[documents.c.account_id == account, documents.c.id == "nope"],
+                pre=_pre(if_match="*"),
+                values={"body": "x"},
+            )
+    async with db.read() as conn:
+        assert await conn.scalar(select(documents.c.body).where(*key)) == "1"
+
+
+async def test_a_guard_failure_is_told_apart_from_a_stale_version(db: Database) -> None:
+    account = await _account(db)
+    v1 = await _document(db, account)
+    key = [documents.c.account_id == account, documents.c.id == "d"]
+    with pytest.raises(GuardRejected) as refused:
+        async with db.unit_of_work() as uow:
+            await compare_and_set(
+                uow.conn,
+                documents,
+                where=key,
+                pre=_pre(if_match=str(v1.etag)),
+                values={"body": "x"},
+                guard=documents.c.body == "something else",
+            )
+    assert refused.value.current.body == "0"
+
+
+async def test_insert_if_absent_and_delete(db: Database) -> None:
+    account = await _account(db)
+    v1 = await _document(db, account)
+    with pytest.raises(PreconditionFailedError):
+        await _document(db, account)
+    key = [documents.c.account_id == account, documents.c.id == "d"]
+    with pytest.raises(PreconditionFailedError):
+        async with db.unit_of_work() as uow:
+            await compare_and_delete(uow.conn, documents, where=key, pre=_pre(if_match='W/"1"'))
+    async with db.unit_of_work() as uow:
+        gone = await compare_and_delete(
+            uow.conn, documents, where=key, pre=_pre(if_match=f'"0", {v1.etag}')
+        )
+    assert Version.of(gone) == v1
+    v1_again = await _document(db, account)
+    assert v1_again.number == 1
+    assert v1_again.etag != v1.etag
+
+
+async def test_concurrent_writers_with_one_tag_exactly_one_wins(db: Database) -> None:
+    account = await _account(db)
+    v1 = await _document(db, account)
+    key = [documents.c.account_id == account, documents.c.id == "d"]
+
+    async def write(n: int) -> bool:
+        try:
+            async with db.unit_of_work() as uow:
+                await compare_and_set(
+                    uow.conn,
+                    documents,
+                    where=key,
+                    pre=_pre(if_match=str(v1.etag)),
+                    values={"body": str(n)},
+                )
+        except PreconditionFailedError:
+            return False
+        return True
+
+    results = await asyncio.gather(*(write(n) for n in range(10)))
+    assert results.count(True) == 1
+    async with db.read() as conn:
+        assert await conn.scalar(select(documents.c.version).where(*key)) == 2
