@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -21,8 +22,16 @@ from ustun.client import ApiError, AsyncClient, Client, WaitTimeout
 class Jobs:
     """One job that finishes after `polls_to_finish` polls, or when its event stream says so."""
 
-    def __init__(self, *, sse: bool, polls_to_finish: int = 3, drop_stream_once: bool = False):
+    def __init__(
+        self,
+        *,
+        sse: bool,
+        polls_to_finish: int = 3,
+        drop_stream_once: bool = False,
+        silent: bool = False,
+    ) -> None:
         self.sse = sse
+        self.silent = silent
         self.polls_to_finish = polls_to_finish
         self.drop_stream_once = drop_stream_once
         self.job = {"id": "job_1", "status": "pending", "progress": 0}
@@ -53,6 +62,8 @@ class Jobs:
 
         async def stream() -> AsyncIterator[bytes]:
             yield b": hello\n\n"
+            if self.silent:
+                await asyncio.sleep(30)
             if not self.last_event_ids[-1]:
                 self.job = {**self.job, "status": "processing", "progress": 50}
                 yield b'id: 1\nevent: job.progress\ndata: {"status": "processing"}\n\n'
@@ -136,6 +147,14 @@ async def test_a_job_that_does_not_finish_in_time_raises(wait: Wait) -> None:
     with pytest.raises(WaitTimeout) as raised:
         await wait(jobs, timeout=0.3)
     assert raised.value.job["status"] == "pending"
+
+
+async def test_a_silent_stream_does_not_outlast_the_timeout(wait: Wait) -> None:
+    jobs = Jobs(sse=True, silent=True)
+    started = time.monotonic()
+    with pytest.raises(WaitTimeout):
+        await wait(jobs, timeout=0.5)
+    assert time.monotonic() - started < 3, "not held by the default 5 s read timeout"
 
 
 def test_a_refused_request_is_not_waited_on() -> None:

@@ -34,6 +34,8 @@ POLL_INTERVAL = 1.0
 """Seconds between polls when the server sends no `Retry-After`."""
 POLL_CAP = 30.0
 """Seconds: the longest `Retry-After` obeyed between polls."""
+STREAM_IDLE = 30.0
+"""Seconds of silence after which an event stream is reopened (servers keep-alive more often)."""
 FINAL_STATUSES = frozenset({"done", "failed", "cancelled"})
 """A job in one of these states will not change again."""
 
@@ -165,7 +167,10 @@ def wait_flow(
             headers = {"Accept": EVENT_STREAM}
             if last_event_id:
                 headers["Last-Event-ID"] = last_event_id
-            events = build("GET", f"{url.rstrip('/')}/events", headers=headers)
+            # Silence longer than this (or than the time left) ends the stream; the job is
+            # then re-read and the stream reopened from the last event.
+            quiet = httpx.Timeout(max(0.05, min(STREAM_IDLE, deadline - clock())))
+            events = build("GET", f"{url.rstrip('/')}/events", headers=headers, timeout=quiet)
             watched: Watched = yield Watch(events, deadline, clock)
             listen, last_event_id = watched.offered, watched.last_event_id
         polled: httpx.Response = yield build(
