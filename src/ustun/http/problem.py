@@ -54,6 +54,14 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "body. Use a new key for a new operation.",
         ),
         ProblemType(
+            "idempotency-response-unavailable",
+            409,
+            "Stored response too large to replay",
+            "The request with this Idempotency-Key was applied once, but its response was larger "
+            "than the replay limit and was not kept (a replay is never truncated). Read the "
+            "resource it created or changed, for example at the Location header.",
+        ),
+        ProblemType(
             "precondition-required",
             428,
             "Precondition required",

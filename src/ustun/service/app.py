@@ -8,7 +8,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ustun import __version__
-from ustun.service import documents, health, payments, problems
+from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
+from ustun.service import documents, health, ledger_accounts, payments, problems, transfers
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware
 from ustun.service.worker import Worker
 from ustun.settings import Settings
@@ -41,7 +42,18 @@ def create_app(
     problems.install(app)
     app.include_router(health.router)
     app.include_router(payments.router)
+    app.include_router(ledger_accounts.router)
+    app.include_router(transfers.router)
     app.include_router(documents.router)
+    # Inside AuthMiddleware (added after it): keys are scoped by the authenticated account.
+    app.add_middleware(
+        IdempotencyMiddleware,
+        store=SqlRecordStore(database),
+        transactional=True,
+        prefix="/v1/",
+        lease=settings.idempotency_lease,
+        ttl=settings.idempotency_ttl,
+    )
     # Added last, so it runs first: every response, even a 401, carries the request id.
     app.add_middleware(AuthMiddleware, db=database)
     app.add_middleware(RequestIdMiddleware)

@@ -1,4 +1,4 @@
-"""Payments: `GET /v1/payments`, `GET`/`PATCH /v1/payments/{id}`, and the shape of a payment."""
+"""Payments: `GET`/`POST /v1/payments`, `GET`/`PATCH /v1/payments/{id}`, and their shape."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict
-from sqlalchemy import ColumnElement, Row, select
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from sqlalchemy import ColumnElement, Row, insert, select
 
-from ustun import clock
+from ustun import clock, ids
 from ustun.clock import rfc3339
 from ustun.concurrency import (
     GuardRejected,
@@ -19,10 +19,12 @@ from ustun.concurrency import (
     validators,
 )
 from ustun.http.errors import NotFoundError, StateConflictError
+from ustun.idempotency import idempotency
 from ustun.service.accounts import Account
 from ustun.service.bodies import read_json
 from ustun.service.conditional import Conditions, not_modified, representation
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
+from ustun.service.money import Amount, Currency
 from ustun.service.pagination import page
 from ustun.service.tables import payments
 
@@ -58,6 +60,42 @@ async def list_payments(
             cursor=cursor,
             render=render,
         )
+
+
+class PaymentCreate(BaseModel):
+    """The body of `POST /v1/payments`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    amount: Amount
+    currency: Currency
+    order_id: StrictInt | None = None
+    description: str | None = Field(default=None, max_length=1000)
+
+
+@router.post("", status_code=201, openapi_extra=idempotency("required"), response_model=None)
+async def create_payment(body: PaymentCreate, account: CurrentAccount, db: DB) -> Response:
+    """Create a pending payment; retries with the same Idempotency-Key replay this answer."""
+    now = clock.now()
+    async with db.unit_of_work() as uow:
+        row = (
+            await uow.conn.execute(
+                insert(payments)
+                .values(
+                    id=ids.new_id("pay"),
+                    account_id=account.id,
+                    **body.model_dump(),
+                    status="pending",
+                    version=1,
+                    created_at=now,
+                    updated_at=now,
+                )
+                .returning(*payments.c)
+            )
+        ).one()
+    return representation(
+        render(row), validators(row), status=201, headers={"location": f"/v1/payments/{row.id}"}
+    )
 
 
 class PaymentUpdate(BaseModel):

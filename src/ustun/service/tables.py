@@ -22,6 +22,29 @@ payments = Table(
     Column("updated_at", UTCDateTime(), nullable=False),
 )
 
+ledger_accounts = Table(
+    "ledger_accounts",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("balance", BigInteger(), nullable=False),
+    Column("version", Integer(), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+)
+
+transfers = Table(
+    "transfers",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False),
+    Column("from_id", String(40), ForeignKey("ledger_accounts.id"), nullable=False),
+    Column("to_id", String(40), ForeignKey("ledger_accounts.id"), nullable=False),
+    Column("amount", BigInteger(), nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+)
+
 # Keyed by (account, id): a client may choose a document's id with `PUT … If-None-Match: *`.
 documents = Table(
     "documents",

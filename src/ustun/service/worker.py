@@ -11,6 +11,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from ustun.idempotency import SqlRecordStore, sweeper
 from ustun.settings import Settings
 from ustun.store import Database
 
@@ -27,6 +28,7 @@ class Worker:
         self.settings = settings
         self.concurrency = concurrency
         self.loops: list[Loop] = []
+        self.loops.append(sweeper(SqlRecordStore(db)))
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 

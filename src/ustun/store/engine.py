@@ -17,7 +17,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from ustun.store.uow import UnitOfWork, current_unit_of_work
+from ustun.store.uow import Held, UnitOfWork, current_hold, current_unit_of_work
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _WRITE = "ustun_write"
@@ -66,13 +66,33 @@ class Database:
         if ambient is not None:
             yield ambient
             return
+        held = current_hold()
+        if held is not None and held.owner is self:
+            yield await held.begin()
+            return
+        async with self._write() as uow:
+            yield uow
+
+    @asynccontextmanager
+    async def hold(self) -> AsyncIterator[Held]:
+        """Defer the commit of the next unit of work opened in this block to the block's end.
+
+        The transaction (and SQLite's write lock) starts only when something in the block first
+        calls `unit_of_work()` or `held.begin()`; every later call joins it; it commits when the
+        block exits cleanly and rolls back if it raises. Not for nesting.
+        """
+        async with Held.run(self, lambda: self._write(ambient=False)) as held:
+            yield held
+
+    @asynccontextmanager
+    async def _write(self, *, ambient: bool = True) -> AsyncIterator[UnitOfWork]:
         if self._write_lock is None:
-            async with self.engine.connect() as conn, UnitOfWork.run(conn) as uow:
+            async with self.engine.connect() as conn, UnitOfWork.run(conn, ambient=ambient) as uow:
                 yield uow
             return
         async with self._write_lock, self.engine.connect() as conn:
             await conn.execution_options(**{_WRITE: True})
-            async with UnitOfWork.run(conn) as uow:
+            async with UnitOfWork.run(conn, ambient=ambient) as uow:
                 yield uow
 
     @asynccontextmanager

@@ -4,6 +4,8 @@ Handlers write through `uow.conn`; pillars hang work on it that must commit or r
 the handler's writes (idempotency completion, outbox events and deliveries, enqueued jobs) via
 `before_commit`, and side effects that must only follow a commit (wake-ups) via `after_commit`.
 Nested `Database.unit_of_work()` calls in the same context join the open unit of work.
+Inside `Database.hold()` the first `unit_of_work()` opens the transaction and the *holder*
+commits it when its block ends (the idempotency middleware completes its record there).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import contextvars
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -24,9 +26,63 @@ _current: contextvars.ContextVar[UnitOfWork | None] = contextvars.ContextVar(
 )
 
 
+_held: contextvars.ContextVar[Held | None] = contextvars.ContextVar("ustun_held", default=None)
+
+
 def current_unit_of_work() -> UnitOfWork | None:
-    """The unit of work open in this context, if any."""
-    return _current.get()
+    """The unit of work open in this context, if any (including a held one)."""
+    uow = _current.get()
+    if uow is None:
+        held = _held.get()
+        uow = held.uow if held is not None else None
+    return uow
+
+
+def current_hold() -> Held | None:
+    """The hold this context runs in, if any."""
+    return _held.get()
+
+
+class Held:
+    """A unit of work opened on first use and committed by its holder, not by its user."""
+
+    def __init__(
+        self, owner: object, opener: Callable[[], AbstractAsyncContextManager[UnitOfWork]]
+    ):
+        self.owner = owner
+        self.uow: UnitOfWork | None = None
+        self._opener = opener
+        self._stack = AsyncExitStack()
+
+    async def begin(self) -> UnitOfWork:
+        """The held unit of work, opened now if nothing opened it yet."""
+        if self.uow is None:
+            self.uow = await self._stack.enter_async_context(self._opener())
+        return self.uow
+
+    async def _finish(self, exc: BaseException | None) -> None:
+        if exc is None:
+            await self._stack.aclose()
+        else:
+            await self._stack.__aexit__(type(exc), exc, exc.__traceback__)
+
+    @classmethod
+    @asynccontextmanager
+    async def run(
+        cls, owner: object, opener: Callable[[], AbstractAsyncContextManager[UnitOfWork]]
+    ) -> AsyncIterator[Held]:
+        """Hold in this block: commit at its end if it succeeds, roll back if it raises."""
+        held = cls(owner, opener)
+        token = _held.set(held)
+        try:
+            yield held
+        except BaseException as exc:
+            await held._finish(exc)
+            raise
+        else:
+            await held._finish(None)
+        finally:
+            _held.reset(token)
 
 
 class UnitOfWork:
@@ -47,17 +103,22 @@ class UnitOfWork:
 
     @classmethod
     @asynccontextmanager
-    async def run(cls, conn: AsyncConnection) -> AsyncIterator[UnitOfWork]:
-        """Open a transaction on `conn`; commit if the block succeeds, roll back if it raises."""
+    async def run(cls, conn: AsyncConnection, *, ambient: bool = True) -> AsyncIterator[UnitOfWork]:
+        """Open a transaction on `conn`; commit if the block succeeds, roll back if it raises.
+
+        `ambient=False` leaves the context variable alone (a held unit of work is found
+        through its hold, and may be closed from another context than the one that opened it).
+        """
         uow = cls(conn)
-        token = _current.set(uow)
+        token = _current.set(uow) if ambient else None
         try:
             async with conn.begin():
                 yield uow
                 for hook in uow._before:
                     await hook()
         finally:
-            _current.reset(token)
+            if token is not None:
+                _current.reset(token)
         for hook in uow._after:
             try:
                 await hook()

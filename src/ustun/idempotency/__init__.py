@@ -1,0 +1,32 @@
+"""Idempotency keys: a retried request never causes a second effect.
+
+`IdempotencyMiddleware` (pure ASGI) with a `RecordStore`: `SqlRecordStore` (SQLite/PostgreSQL,
+transactional with the handler's writes) or `RedisRecordStore`. Mark routes with
+`openapi_extra=idempotency("required" | "optional" | "off")`.
+"""
+
+from ustun.idempotency.middleware import IdempotencyMiddleware, LeaseLost, account_scope
+from ustun.idempotency.policy import Policy, idempotency
+from ustun.idempotency.records import Claim, Claimed, Found, Record, State, StoredResponse
+from ustun.idempotency.redis_store import RedisRecordStore
+from ustun.idempotency.sql import SqlRecordStore
+from ustun.idempotency.store import RecordStore
+from ustun.idempotency.sweeper import sweeper
+
+__all__ = [
+    "Claim",
+    "Claimed",
+    "Found",
+    "IdempotencyMiddleware",
+    "LeaseLost",
+    "Policy",
+    "Record",
+    "RecordStore",
+    "RedisRecordStore",
+    "SqlRecordStore",
+    "State",
+    "StoredResponse",
+    "account_scope",
+    "idempotency",
+    "sweeper",
+]

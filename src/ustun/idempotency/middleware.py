@@ -1,0 +1,442 @@
+"""The pure-ASGI idempotency middleware (wraps `send`, like Starlette's GZipMiddleware).
+
+Two modes:
+- **transactional** (a `SqlRecordStore` on the app's own `Database`): the handler's unit of
+  work is held open by the middleware (`Database.hold()`), and the record is completed in that
+  same transaction, fenced by the lease token, just before COMMIT. The effect and the stored
+  response commit together or not at all.
+- **plain** (any store, e.g. Redis): the handler commits on its own; the response is stored
+  afterwards. A crash between the two can re-execute on retry: use transactional mode when the
+  business data is in the same database.
+
+The response is buffered (any number of body chunks) and sent only once the record is settled.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import timedelta
+from typing import Any
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ustun import clock
+from ustun.http.fingerprint import fingerprint
+from ustun.http.idempotency_key import HEADER, InvalidIdempotencyKey, parse_idempotency_key
+from ustun.http.problem import MEDIA_TYPE, encode, problem
+from ustun.http.retry_after import format_retry_after
+from ustun.idempotency.policy import Policy, route_policy
+from ustun.idempotency.records import Claimed, Found, Record, State, StoredResponse
+from ustun.idempotency.sql import SqlRecordStore
+from ustun.idempotency.store import RecordStore
+from ustun.settings import DEFAULT_IDEMPOTENCY_LEASE, DEFAULT_IDEMPOTENCY_TTL
+from ustun.store import UnitOfWork
+
+log = logging.getLogger("ustun.idempotency")
+
+DEFAULT_MAX_BODY = 1024 * 1024
+REPLAY_HEADERS = ("content-type", "location", "etag")
+REPLAYED_HEADER = "idempotent-replayed"
+# Never stored, as at Stripe: the request was refused before it did anything (validation,
+# a failed or missing precondition, rate limiting), so a corrected retry may use the same key.
+UNSTORED_STATUSES = frozenset({412, 422, 428, 429})
+IN_PROGRESS_RETRY_AFTER = 1.0
+_HEADER = HEADER.encode()
+
+
+def account_scope(scope: Scope) -> str:
+    """The scope of keys: the id of `scope["state"]["account"]`; "" for a single-tenant app."""
+    account = scope.get("state", {}).get("account")
+    return str(getattr(account, "id", ""))
+
+
+class LeaseLost(Exception):
+    """Our claim was taken over (our lease expired); the transaction must not commit."""
+
+
+class _Discard(Exception):
+    """Roll the handler's writes back: it refused (4xx) or failed (5xx)."""
+
+
+class _Taken(Exception):
+    """Another request settled the key first; roll back and answer with its record."""
+
+    def __init__(self, record: Record) -> None:
+        super().__init__("idempotency key settled by another request")
+        self.record = record
+
+
+class _Capture:
+    """A `send` that buffers the response instead of sending it."""
+
+    def __init__(self, max_body: int) -> None:
+        self.max_body = max_body
+        self.start: Message | None = None
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.complete = False
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.start = message
+        elif message["type"] == "http.response.body":
+            body = message.get("body", b"")
+            self.chunks.append(body)
+            self.size += len(body)
+            self.complete = not message.get("more_body", False)
+
+    @property
+    def status(self) -> int:
+        if self.start is None or not self.complete:
+            raise RuntimeError("the application returned without a complete response")
+        status: int = self.start["status"]
+        return status
+
+    def stored(self, allowed: frozenset[bytes]) -> StoredResponse:
+        assert self.start is not None
+        headers = tuple(
+            (name.decode("latin-1"), value.decode("latin-1"))
+            for name, value in self.start.get("headers", ())
+            if name.lower() in allowed
+        )
+        body = b"".join(self.chunks) if self.size <= self.max_body else None
+        return StoredResponse(self.status, headers, body)
+
+    async def forward(self, send: Send) -> None:
+        assert self.start is not None
+        await send(self.start)
+        await send({"type": "http.response.body", "body": b"".join(self.chunks)})
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole request body, or None if the client went away first."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands the app the already-read body, then defers to the real one."""
+    pending = True
+
+    async def receive_again() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return receive_again
+
+
+class IdempotencyMiddleware:
+    """Make POST/PATCH under `prefix` safe to retry with an `Idempotency-Key`.
+
+    `default_policy` applies to routes that carry no `idempotency(...)` marker. With
+    `transactional=True` the store must be a `SqlRecordStore` on the database the handlers use.
+    `store_server_errors` (plain mode) keeps and replays a 5xx as Stripe does; False releases
+    the key instead. In transactional mode a 5xx always rolls back and releases.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        store: RecordStore,
+        *,
+        transactional: bool = False,
+        claim_first: bool | None = None,
+        prefix: str = "/",
+        methods: Iterable[str] = ("POST", "PATCH"),
+        default_policy: Policy = "optional",
+        lease: float = DEFAULT_IDEMPOTENCY_LEASE,
+        ttl: float = DEFAULT_IDEMPOTENCY_TTL,
+        max_body: int = DEFAULT_MAX_BODY,
+        replay_headers: Iterable[str] = (),
+        store_server_errors: bool = True,
+        scope_of: Callable[[Scope], str] = account_scope,
+    ) -> None:
+        if transactional and not isinstance(store, SqlRecordStore):
+            raise TypeError("transactional mode needs a SqlRecordStore on the app's Database")
+        self.app = app
+        self.store = store
+        self.sql = store if transactional and isinstance(store, SqlRecordStore) else None
+        # Transactional mode either claims first, in a transaction of its own (so concurrent
+        # duplicates see the claim and get 409), or writes the record once, at commit, in the
+        # handler's transaction ("settle"). On SQLite, where write transactions are serialised
+        # anyway, settling saves a whole write transaction per request. A retry of a settled key
+        # then runs the handler again, but its transaction finds the record at commit, rolls
+        # back, and the stored answer is sent: the effect still happens once.
+        if claim_first is None:
+            claim_first = self.sql is None or not self.sql.db.is_sqlite
+        self.claim_first = claim_first
+        self.prefix = prefix
+        self.methods = frozenset(m.upper() for m in methods)
+        self.default_policy = default_policy
+        self.lease = lease
+        self.ttl = ttl
+        self.max_body = max_body
+        self.replay_headers = frozenset(
+            h.lower().encode("latin-1") for h in (*REPLAY_HEADERS, *replay_headers)
+        )
+        self.store_server_errors = store_server_errors
+        self.scope_of = scope_of
+
+    def _policy(self, scope: Scope) -> Policy:
+        marked = route_policy(scope)
+        if marked is not None:
+            return marked
+        return self.default_policy if scope["path"].startswith(self.prefix) else "off"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in self.methods:
+            await self.app(scope, receive, send)
+            return
+        policy = self._policy(scope)
+        if policy == "off":
+            await self.app(scope, receive, send)
+            return
+        values = [v.decode("latin-1") for k, v in scope["headers"] if k == _HEADER]
+        try:
+            key = parse_idempotency_key(values)
+        except InvalidIdempotencyKey as exc:
+            await self._problem(scope, send, exc.slug, exc.detail)
+            return
+        if key is None:
+            if policy == "required":
+                await self._problem(
+                    scope,
+                    send,
+                    "idempotency-key-missing",
+                    f"{scope['method']} {scope['path']} requires an Idempotency-Key header.",
+                )
+                return
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        if body is None:
+            return
+        request = _Request(
+            scope=self.scope_of(scope),
+            key=key.value,
+            fingerprint=fingerprint(scope["method"], scope["path"], scope["query_string"], body),
+            receive=_replaying(body, receive),
+        )
+        if self.sql is not None:
+            await self._transactional(self.sql, request, scope, send)
+        else:
+            await self._plain(request, scope, send)
+
+    async def _plain(self, req: _Request, scope: Scope, send: Send) -> None:
+        claim = await self.store.claim(
+            req.scope, req.key, req.fingerprint, lease=self.lease, ttl=self.ttl
+        )
+        if isinstance(claim, Found):
+            await self._answer_found(claim.record, req, scope, send)
+            return
+        capture = _Capture(self.max_body)
+        try:
+            await self.app(scope, req.receive, capture.send)
+            status = capture.status
+        except BaseException:
+            await self.store.release(req.scope, req.key, claim.lease_token)
+            raise
+        if self._storable(status) and (status < 500 or self.store_server_errors):
+            stored = capture.stored(self.replay_headers)
+            if not await self.store.complete(
+                req.scope, req.key, claim.lease_token, stored, ttl=self.ttl
+            ):
+                log.warning("key %r: lease lost before the response was stored", req.key)
+        else:
+            await self.store.release(req.scope, req.key, claim.lease_token)
+        await capture.forward(send)
+
+    async def _transactional(
+        self, sql: SqlRecordStore, req: _Request, scope: Scope, send: Send
+    ) -> None:
+        claim = None
+        if self.claim_first:
+            first = await sql.claim(
+                req.scope, req.key, req.fingerprint, lease=self.lease, ttl=self.ttl
+            )
+            if isinstance(first, Found):
+                await self._answer_found(first.record, req, scope, send)
+                return
+            claim = first
+        capture = _Capture(self.max_body)
+        try:
+            # The handler's own unit of work joins the held one; it commits at the end of this
+            # block, with the record completed in it, or not at all.
+            async with sql.db.hold() as held:
+                await self.app(scope, req.receive, capture.send)
+                if capture.status >= 400 or not self._storable(capture.status):
+                    raise _Discard
+                uow = await held.begin()
+                stored = capture.stored(self.replay_headers)
+                uow.before_commit(self._completion(sql, uow, req, claim, stored))
+        except _Discard:
+            taken = await self._after_refusal(sql, req, claim, capture)
+            if taken is not None:
+                await self._answer_found(taken, req, scope, send)
+                return
+        except LeaseLost:
+            await self._problem(
+                scope,
+                send,
+                "idempotency-in-progress",
+                "Another request took this Idempotency-Key over; nothing was applied by this one.",
+                headers={"retry-after": format_retry_after(IN_PROGRESS_RETRY_AFTER)},
+            )
+            return
+        except _Taken as taken:
+            await self._answer_found(taken.record, req, scope, send)
+            return
+        except Exception:
+            if claim is not None:
+                await sql.release(req.scope, req.key, claim.lease_token)
+                raise
+            # Unclaimed, the handler may have failed only because the key's first request
+            # already did its work (a unique constraint, say): then that request's answer stands.
+            settled = await sql.read(req.scope, req.key)
+            if settled is None:
+                raise
+            await self._answer_found(settled, req, scope, send)
+            return
+        except BaseException:
+            if claim is not None:
+                await sql.release(req.scope, req.key, claim.lease_token)
+            raise
+        await capture.forward(send)
+
+    def _completion(
+        self,
+        sql: SqlRecordStore,
+        uow: UnitOfWork,
+        req: _Request,
+        claim: Claimed | None,
+        stored: StoredResponse,
+    ) -> Callable[[], Awaitable[None]]:
+        """The before-commit hook that completes the record in the handler's transaction."""
+
+        async def complete() -> None:
+            if claim is not None:
+                if not await sql.complete_in(
+                    uow.conn, req.scope, req.key, claim.lease_token, stored, ttl=self.ttl
+                ):
+                    raise LeaseLost
+                return
+            taken = await sql.settle_in(
+                uow.conn, req.scope, req.key, req.fingerprint, stored, ttl=self.ttl
+            )
+            if taken is not None:
+                raise _Taken(taken)
+
+        return complete
+
+    async def _after_refusal(
+        self, sql: SqlRecordStore, req: _Request, claim: Claimed | None, capture: _Capture
+    ) -> Record | None:
+        """The handler's writes are rolled back: keep a 4xx answer, release the key otherwise.
+
+        Returns the record of a request that settled the key first, if one did.
+        """
+        status = capture.status
+        if not self._storable(status) or status >= 500:
+            if claim is not None:
+                await sql.release(req.scope, req.key, claim.lease_token)
+            return None
+        stored = capture.stored(self.replay_headers)
+        if claim is None:
+            return await sql.settle(req.scope, req.key, req.fingerprint, stored, ttl=self.ttl)
+        if not await sql.complete(req.scope, req.key, claim.lease_token, stored, ttl=self.ttl):
+            log.warning("key %r: lease lost before the response was stored", req.key)
+        return None
+
+    def _storable(self, status: int) -> bool:
+        return status not in UNSTORED_STATUSES
+
+    async def _answer_found(self, record: Record, req: _Request, scope: Scope, send: Send) -> None:
+        if record.fingerprint != req.fingerprint:
+            await self._problem(
+                scope,
+                send,
+                "idempotency-key-reused",
+                "This Idempotency-Key was used for a different request (method, path or body).",
+            )
+        elif record.state is State.IN_PROGRESS or record.response is None:
+            wait = (record.locked_until - clock.now()) / timedelta(seconds=1)
+            await self._problem(
+                scope,
+                send,
+                "idempotency-in-progress",
+                "A request with this Idempotency-Key is still being processed.",
+                headers={
+                    "retry-after": format_retry_after(max(0.0, min(wait, IN_PROGRESS_RETRY_AFTER)))
+                },
+            )
+        elif record.response.body is None:
+            headers = {n: v for n, v in record.response.headers if n.lower() == "location"}
+            await self._problem(
+                scope,
+                send,
+                "idempotency-response-unavailable",
+                f"The request with this Idempotency-Key completed with status "
+                f"{record.response.status}, but its response exceeded the {self.max_body}-byte "
+                "replay limit and was not kept.",
+                headers=headers,
+                original_status=record.response.status,
+            )
+        else:
+            await _replay(record.response, send)
+
+    async def _problem(
+        self,
+        scope: Scope,
+        send: Send,
+        slug: str,
+        detail: str,
+        *,
+        headers: dict[str, str] | None = None,
+        **extensions: Any,
+    ) -> None:
+        state = scope.get("state", {})
+        request_id = state.get("request_id")
+        document = problem(
+            slug,
+            detail,
+            base=str(Request(scope).base_url),
+            instance=f"urn:ustun:request:{request_id}" if request_id else None,
+            **extensions,
+        )
+        body = encode(document)
+        raw = [(b"content-type", MEDIA_TYPE.encode()), (b"content-length", b"%d" % len(body))]
+        raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+        await send({"type": "http.response.start", "status": document["status"], "headers": raw})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def _replay(response: StoredResponse, send: Send) -> None:
+    assert response.body is not None
+    headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in response.headers]
+    headers.append((b"content-length", b"%d" % len(response.body)))
+    headers.append((REPLAYED_HEADER.encode(), b"true"))
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    await send({"type": "http.response.body", "body": response.body})
+
+
+class _Request:
+    """What the middleware knows about one keyed request."""
+
+    __slots__ = ("fingerprint", "key", "receive", "scope")
+
+    def __init__(self, *, scope: str, key: str, fingerprint: str, receive: Receive) -> None:
+        self.scope = scope
+        self.key = key
+        self.fingerprint = fingerprint
+        self.receive = receive

@@ -1,0 +1,231 @@
+"""Idempotency records in the application's own database (SQLite or PostgreSQL).
+
+The claim is one upsert: insert the key as in progress, or take the row over when the record
+expired or its holder's lease ran out; the row count (1 or 0) says whether we won.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Executable, Row, Table, and_, bindparam, delete, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ustun import clock
+from ustun.idempotency.records import (
+    Claim,
+    Claimed,
+    Found,
+    Record,
+    State,
+    StoredResponse,
+    new_lease_token,
+)
+from ustun.idempotency.tables import idempotency_records as records
+from ustun.store import Database
+
+_CLAIM_ATTEMPTS = 3
+
+
+def _record(row: Row[Any, Any, Any, Any, Any, Any]) -> Record:
+    response = None
+    if row.status is not None:
+        headers = StoredResponse.headers_from_json(row.headers or "[]")
+        response = StoredResponse(row.status, headers, row.body)
+    return Record(row.fingerprint, State(row.state), row.locked_until, response)
+
+
+def _upsert_statement(insert: Callable[[Table], Any]) -> Executable:
+    """The claim/settle upsert, built once: per request only its parameters change."""
+    columns = [c.name for c in records.c if c.name not in ("scope", "key")]
+    stmt = insert(records).values({c.name: bindparam(c.name, type_=c.type) for c in records.c})
+    now = bindparam("now", type_=records.c.expires_at.type)
+    upsert: Executable = stmt.on_conflict_do_update(
+        index_elements=[records.c.scope, records.c.key],
+        set_={name: stmt.excluded[name] for name in columns},
+        where=or_(
+            records.c.expires_at <= now,
+            and_(records.c.state == State.IN_PROGRESS.value, records.c.locked_until <= now),
+        ),
+    )
+    return upsert
+
+
+class SqlRecordStore:
+    """Records in the `idempotency_records` table of `db`."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._upsert_statement = _upsert_statement(
+            sqlite.insert if db.is_sqlite else postgresql.insert
+        )
+
+    async def claim(
+        self, scope: str, key: str, fingerprint: str, *, lease: float, ttl: float
+    ) -> Claim:
+        """Claim in a transaction of its own, committed at once so duplicates see it."""
+        async with self.db.unit_of_work() as uow:
+            for _ in range(_CLAIM_ATTEMPTS):
+                now = clock.now()
+                token = new_lease_token()
+                values = {
+                    "state": State.IN_PROGRESS.value,
+                    "locked_until": now + timedelta(seconds=lease),
+                }
+                if await self._upsert(uow.conn, scope, key, fingerprint, token, values, now, ttl):
+                    return Claimed(token)
+                found = await self._read(uow.conn, scope, key)
+                if found is not None:
+                    return Found(found)
+                # Released between our upsert and our read: try again.
+        raise RuntimeError(f"could not claim idempotency key {key!r}: it keeps changing hands")
+
+    async def settle_in(
+        self,
+        conn: AsyncConnection,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        response: StoredResponse,
+        *,
+        ttl: float,
+    ) -> Record | None:
+        """Claim and complete in one statement, in the caller's transaction (no prior claim).
+
+        None when the record is now ours; otherwise the live record that was there first, and
+        the caller must roll its transaction back.
+        """
+        now = clock.now()
+        values = {
+            "state": State.COMPLETED.value,
+            "locked_until": now,
+            "status": response.status,
+            "headers": response.headers_json(),
+            "body": response.body,
+        }
+        token = new_lease_token()
+        if await self._upsert(conn, scope, key, fingerprint, token, values, now, ttl):
+            return None
+        found = await self._read(conn, scope, key)
+        if found is None:  # impossible: our upsert holds the row lock
+            raise RuntimeError(f"idempotency record {key!r} vanished under a write lock")
+        return found
+
+    async def settle(
+        self, scope: str, key: str, fingerprint: str, response: StoredResponse, *, ttl: float
+    ) -> Record | None:
+        """`settle_in` in a transaction of its own."""
+        async with self.db.unit_of_work() as uow:
+            return await self.settle_in(uow.conn, scope, key, fingerprint, response, ttl=ttl)
+
+    async def _upsert(
+        self,
+        conn: AsyncConnection,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        token: str,
+        values: dict[str, Any],
+        now: datetime,
+        ttl: float,
+    ) -> bool:
+        """Insert the record, or replace one that expired or whose lease ran out; True if won."""
+        row = {
+            "scope": scope,
+            "key": key,
+            "fingerprint": fingerprint,
+            "lease_token": token,
+            "status": None,
+            "headers": None,
+            "body": None,
+            "created_at": now,
+            "expires_at": now + timedelta(seconds=ttl),
+            "now": now,
+            **values,
+        }
+        # No RETURNING: the row count says whether the insert or the takeover happened, and
+        # skipping the fetch saves a round trip to the driver's thread on SQLite.
+        result = await conn.execute(self._upsert_statement, row)
+        return bool(result.rowcount == 1)
+
+    async def read(self, scope: str, key: str) -> Record | None:
+        """The live record of a key, if any (an expired one counts as absent)."""
+        async with self.db.read() as conn:
+            found = await self._read(conn, scope, key)
+        return found
+
+    async def _read(self, conn: AsyncConnection, scope: str, key: str) -> Record | None:
+        row = (
+            await conn.execute(
+                select(
+                    records.c.fingerprint,
+                    records.c.state,
+                    records.c.locked_until,
+                    records.c.status,
+                    records.c.headers,
+                    records.c.body,
+                ).where(
+                    records.c.scope == scope,
+                    records.c.key == key,
+                    records.c.expires_at > clock.now(),
+                )
+            )
+        ).first()
+        return _record(row) if row is not None else None
+
+    async def complete(
+        self, scope: str, key: str, lease_token: str, response: StoredResponse, *, ttl: float
+    ) -> bool:
+        """Store the response in a transaction of its own."""
+        async with self.db.unit_of_work() as uow:
+            return await self.complete_in(uow.conn, scope, key, lease_token, response, ttl=ttl)
+
+    async def complete_in(
+        self,
+        conn: AsyncConnection,
+        scope: str,
+        key: str,
+        lease_token: str,
+        response: StoredResponse,
+        *,
+        ttl: float,
+    ) -> bool:
+        """Store the response in the caller's transaction; False when the lease was lost."""
+        result = await conn.execute(
+            update(records)
+            .where(
+                records.c.scope == scope,
+                records.c.key == key,
+                records.c.lease_token == lease_token,
+            )
+            .values(
+                state=State.COMPLETED.value,
+                status=response.status,
+                headers=response.headers_json(),
+                body=response.body,
+                expires_at=clock.now() + timedelta(seconds=ttl),
+            )
+        )
+        return result.rowcount == 1
+
+    async def release(self, scope: str, key: str, lease_token: str) -> None:
+        """Delete the claim if it is still ours."""
+        async with self.db.unit_of_work() as uow:
+            await uow.conn.execute(
+                delete(records).where(
+                    records.c.scope == scope,
+                    records.c.key == key,
+                    records.c.lease_token == lease_token,
+                )
+            )
+
+    async def purge_expired(self) -> int:
+        """Delete every expired record (they already count as absent); return how many."""
+        async with self.db.unit_of_work() as uow:
+            result = await uow.conn.execute(
+                delete(records).where(records.c.expires_at <= clock.now())
+            )
+            return result.rowcount

@@ -1,0 +1,138 @@
+"""Transfers: move money between two ledger accounts of the caller in one transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from sqlalchemy import Row, insert, select, update
+
+from ustun import clock, ids
+from ustun.clock import rfc3339
+from ustun.http.errors import ProblemError
+from ustun.idempotency import idempotency
+from ustun.service.deps import DB, CurrentAccount
+from ustun.service.faults import pause_point
+from ustun.service.money import Amount, Currency
+from ustun.service.tables import ledger_accounts, transfers
+
+router = APIRouter(prefix="/v1/transfers", tags=["transfers"])
+
+
+def render(row: Row[Any]) -> dict[str, Any]:
+    """The public JSON shape of a transfer row."""
+    return {
+        "id": row.id,
+        "object": "transfer",
+        "from": row.from_id,
+        "to": row.to_id,
+        "amount": row.amount,
+        "currency": row.currency,
+        "created_at": rfc3339(row.created_at),
+    }
+
+
+class TransferCreate(BaseModel):
+    """The body of `POST /v1/transfers`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(alias="from", min_length=1, max_length=64)
+    target: str = Field(alias="to", min_length=1, max_length=64)
+    amount: Amount
+    currency: Currency
+
+    @model_validator(mode="after")
+    def _distinct(self) -> TransferCreate:
+        if self.source == self.target:
+            raise ValueError("`from` and `to` must be different ledger accounts")
+        return self
+
+
+def _adjust(ledger_id: str, delta: int) -> Any:
+    return (
+        update(ledger_accounts)
+        .where(ledger_accounts.c.id == ledger_id)
+        .values(balance=ledger_accounts.c.balance + delta, version=ledger_accounts.c.version + 1)
+    )
+
+
+@router.post("", status_code=201, openapi_extra=idempotency("required"), response_model=None)
+async def create_transfer(body: TransferCreate, account: CurrentAccount, db: DB) -> JSONResponse:
+    """Debit `from` and credit `to` atomically; 409 `insufficient-funds` if `from` is short."""
+    async with db.unit_of_work() as uow:
+        # Lock both rows in id order, so two opposite transfers cannot deadlock (PostgreSQL).
+        rows = (
+            await uow.conn.execute(
+                select(ledger_accounts.c.id, ledger_accounts.c.currency, ledger_accounts.c.balance)
+                .where(
+                    ledger_accounts.c.id.in_([body.source, body.target]),
+                    ledger_accounts.c.account_id == account.id,
+                )
+                .order_by(ledger_accounts.c.id)
+                .with_for_update()
+            )
+        ).all()
+        found = {row.id: row for row in rows}
+        for field, ledger_id in (("from", body.source), ("to", body.target)):
+            if ledger_id not in found:
+                raise ProblemError("not-found", f"No ledger account {ledger_id!r} (`{field}`).")
+            if found[ledger_id].currency != body.currency:
+                raise ProblemError(
+                    "validation-error",
+                    f"Ledger account `{field}` holds {found[ledger_id].currency}, "
+                    f"not {body.currency}.",
+                    errors=[
+                        {
+                            "field": "body.currency",
+                            "message": f"must match the currency of `{field}`",
+                            "type": "currency_mismatch",
+                        }
+                    ],
+                )
+        balance = found[body.source].balance
+        if balance < body.amount:
+            raise ProblemError(
+                "insufficient-funds",
+                f"Ledger account {body.source!r} holds {balance}, less than {body.amount}.",
+                balance=balance,
+            )
+        await uow.conn.execute(_adjust(body.source, -body.amount))
+        await pause_point("transfer")
+        await uow.conn.execute(_adjust(body.target, body.amount))
+        row = (
+            await uow.conn.execute(
+                insert(transfers)
+                .values(
+                    id=ids.new_id("tr"),
+                    account_id=account.id,
+                    from_id=body.source,
+                    to_id=body.target,
+                    amount=body.amount,
+                    currency=body.currency,
+                    created_at=clock.now(),
+                )
+                .returning(*transfers.c)
+            )
+        ).one()
+    return JSONResponse(
+        render(row), status_code=201, headers={"location": f"/v1/transfers/{row.id}"}
+    )
+
+
+@router.get("/{transfer_id}", response_model=None)
+async def get_transfer(transfer_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
+    """One transfer of the caller."""
+    async with db.read() as conn:
+        row = (
+            await conn.execute(
+                select(transfers).where(
+                    transfers.c.id == transfer_id, transfers.c.account_id == account.id
+                )
+            )
+        ).first()
+    if row is None:
+        raise ProblemError("not-found", f"No transfer {transfer_id!r}.")
+    return render(row)
