@@ -171,8 +171,9 @@ class IdempotencyMiddleware:
         # duplicates see the claim and get 409), or writes the record once, at commit, in the
         # handler's transaction ("settle"). On SQLite, where write transactions are serialised
         # anyway, settling saves a whole write transaction per request. A retry of a settled key
-        # then runs the handler again, but its transaction finds the record at commit, rolls
-        # back, and the stored answer is sent: the effect still happens once.
+        # is answered from a read of the record, so the handler does not run again; only
+        # duplicates racing the first request run it, and their transaction finds the record
+        # at commit, rolls back, and the stored answer is sent: the effect still happens once.
         if claim_first is None:
             claim_first = self.sql is None or not self.sql.db.is_sqlite
         self.claim_first = claim_first
@@ -261,7 +262,15 @@ class IdempotencyMiddleware:
         self, sql: SqlRecordStore, req: _Request, scope: Scope, send: Send
     ) -> None:
         claim = None
-        if self.claim_first:
+        if not self.claim_first:
+            settled = await sql.read(req.scope, req.key)
+            # A claim whose lease ran out belongs to a dead request: settling takes it over.
+            if settled is not None and (
+                settled.state is State.COMPLETED or settled.locked_until > clock.now()
+            ):
+                await self._answer_found(settled, req, scope, send)
+                return
+        else:
             first = await sql.claim(
                 req.scope, req.key, req.fingerprint, lease=self.lease, ttl=self.ttl
             )
