@@ -149,14 +149,7 @@ def test_the_readme_example_runs(
     assert (payment_status, job_status) == ("pending", "done")
 
 
-def test_a_patch_whose_answer_is_lost_applies_once(
-    service: tuple[Server, str], request: pytest.FixtureRequest
-) -> None:
-    if request.node.callspec.params["service"] == "sqlite":
-        # Known server bug, reported to the lead: on SQLite (no claim-first) the retry's own
-        # 412 is in UNSTORED_STATUSES, so `_after_refusal` answers it without first looking
-        # for the record the first attempt settled. Strict: the fix will turn this red.
-        request.applymarker(pytest.mark.xfail(strict=True, reason="idempotency on SQLite"))
+def test_a_patch_whose_answer_is_lost_applies_once(service: tuple[Server, str]) -> None:
     server, key = service
     with Client(base_url=server.base_url, api_key=key) as api:
         made = api.post("/v1/documents", json={"title": "0"})
