@@ -6,6 +6,7 @@ dropped afterwards. Each test gets its own account, so tests never see each othe
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -18,6 +19,10 @@ from ustun.service import create_app
 from ustun.service.accounts import create_key
 from ustun.settings import Settings
 from ustun.store import Database
+
+# Webhook secrets are encrypted under this key; PostgreSQL refuses to start without one.
+# Set in the environment so in-process apps and `ustun` subprocesses all share it.
+os.environ.setdefault("USTUN_SECRET_KEY", "test-only-secret-key-0123456789abcdef")
 
 
 @pytest.fixture(scope="session")

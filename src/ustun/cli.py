@@ -1,4 +1,4 @@
-"""The `ustun` command: serve, worker, migrate, keys."""
+"""The `ustun` command: serve, worker, migrate, keys, listen."""
 
 from __future__ import annotations
 
@@ -12,12 +12,15 @@ from typing import Annotated, Any, TypeVar
 import typer
 import uvicorn
 
+from ustun.http.signature import Secret
 from ustun.service import create_app
 from ustun.service.accounts import DEFAULT_ACCOUNT, bootstrap, create_key
 from ustun.service.worker import Worker
 from ustun.settings import Settings
 from ustun.store import Database
 from ustun.store.migrate import SchemaOutOfDate, check_current, upgrade
+from ustun.webhooks.listen import app as listen_app
+from ustun.webhooks.secretbox import SecretKeyError
 
 T = TypeVar("T")
 
@@ -49,7 +52,7 @@ def _run(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run `main` in a fresh event loop; an out-of-date schema exits 1 with what to do."""
     try:
         return asyncio.run(main())
-    except SchemaOutOfDate as exc:
+    except (SchemaOutOfDate, SecretKeyError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
 
@@ -153,6 +156,23 @@ def keys_create(
             await db.dispose()
 
     typer.echo(_run(make_key))
+
+
+@app.command()
+def listen(
+    secret: Annotated[str, typer.Option(help="The endpoint's signing secret (whsec_…).")],
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 9000,
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+) -> None:
+    """Receive webhooks locally: verify each one and print it."""
+    settings = _settings()
+    try:
+        Secret.parse(secret)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--secret") from None
+    typer.echo(f"listening on http://{host}:{port}/ (any path); Ctrl-C to stop", err=True)
+    receiver = listen_app(secret, tolerance=settings.signature_tolerance)
+    uvicorn.run(receiver, host=host, port=port, log_level="warning")
 
 
 def main() -> None:

@@ -11,6 +11,8 @@ DEFAULT_IDEMPOTENCY_LEASE = 30
 DEFAULT_WEBHOOK_RETRY_SCHEDULE = (5, 300, 1_800, 7_200, 18_000, 36_000, 50_400, 72_000, 86_400)
 DEFAULT_WEBHOOK_TIMEOUT = 15
 DEFAULT_SIGNATURE_TOLERANCE = 300
+# A worker holds claimed webhook deliveries this long before another worker may take them over.
+DEFAULT_WEBHOOK_LEASE = 60
 
 
 class Settings(BaseSettings):
@@ -26,6 +28,7 @@ class Settings(BaseSettings):
     webhook_retry_schedule: str = ",".join(str(s) for s in DEFAULT_WEBHOOK_RETRY_SCHEDULE)
     webhook_timeout: float = Field(default=DEFAULT_WEBHOOK_TIMEOUT, gt=0)
     webhook_allow_private: bool = False
+    webhook_lease: float = Field(default=DEFAULT_WEBHOOK_LEASE, gt=0)
     signature_tolerance: int = Field(default=DEFAULT_SIGNATURE_TOLERANCE, ge=0)
     secret_key: str | None = None
     log_level: str = "info"

@@ -6,6 +6,10 @@ UstunError
 │   ├── PreconditionFailedError    412: If-Match / If-None-Match / If-Unmodified-Since was false
 │   ├── NotFoundError              404: nothing at this URL for this account
 │   └── StateConflictError         409: the version matched but a business rule refused the change
+├── SignatureError                 a webhook failed Standard Webhooks verification
+│   ├── MissingHeaders             a webhook-id, -timestamp or -signature header absent or malformed
+│   ├── TimestampOutOfRange        webhook-timestamp further from now than the tolerance
+│   └── InvalidSignature           no signature matches any of the secrets
 └── ClientError                    raised by `ustun.client`; carries the server's problem, if any
     ├── ApiError                   the server answered with an error that no retry can fix
     │   └── UpdateConflict         `update()` lost the race (412) on every attempt
@@ -71,6 +75,22 @@ class StateConflictError(ProblemError):
 
     def __init__(self, detail: str, **extensions: Any) -> None:
         super().__init__("state-conflict", detail, **extensions)
+
+
+class SignatureError(UstunError):
+    """A webhook could not be verified; never process its body."""
+
+
+class MissingHeaders(SignatureError):
+    """A Standard Webhooks header is absent or malformed."""
+
+
+class TimestampOutOfRange(SignatureError):
+    """`webhook-timestamp` is older or newer than the tolerance allows (replay protection)."""
+
+
+class InvalidSignature(SignatureError):
+    """No `v1` signature in `webhook-signature` matches the body under the secret."""
 
 
 class ClientError(UstunError):

@@ -115,6 +115,13 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "Send a valid API key as `Authorization: Bearer <key>`. `ustun keys create` makes one.",
         ),
         ProblemType(
+            "webhook-signature-invalid",
+            401,
+            "Webhook signature invalid",
+            "The webhook's Standard Webhooks headers are missing, its timestamp is outside the "
+            "tolerance, or no signature matches the body under the receiver's secret.",
+        ),
+        ProblemType(
             "payload-too-large",
             413,
             "Payload too large",

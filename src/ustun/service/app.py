@@ -9,8 +9,19 @@ from fastapi import FastAPI
 
 from ustun import __version__
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
-from ustun.service import documents, health, ledger_accounts, payments, problems, transfers
+from ustun.service import (
+    documents,
+    health,
+    ledger_accounts,
+    payments,
+    problems,
+    transfers,
+    webhook_deliveries,
+    webhook_endpoints,
+    webhook_events,
+)
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware
+from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
 from ustun.settings import Settings
 from ustun.store import Database
@@ -39,12 +50,16 @@ def create_app(
     app = FastAPI(title="ustun", version=__version__, lifespan=lifespan)
     app.state.db = database
     app.state.settings = settings
+    app.state.secret_box = secret_box(settings)
     problems.install(app)
     app.include_router(health.router)
     app.include_router(payments.router)
     app.include_router(ledger_accounts.router)
     app.include_router(transfers.router)
     app.include_router(documents.router)
+    app.include_router(webhook_endpoints.router)
+    app.include_router(webhook_events.router)
+    app.include_router(webhook_deliveries.router)
     # Inside AuthMiddleware (added after it): keys are scoped by the authenticated account.
     app.add_middleware(
         IdempotencyMiddleware,

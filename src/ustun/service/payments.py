@@ -27,8 +27,13 @@ from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.money import Amount, Currency
 from ustun.service.pagination import page
 from ustun.service.tables import payments
+from ustun.webhooks.outbox import emit
 
 router = APIRouter(prefix="/v1/payments", tags=["payments"])
+
+
+def _url(payment_id: str) -> str:
+    return f"/v1/payments/{payment_id}"
 
 
 def render(row: Row[Any]) -> dict[str, Any]:
@@ -93,8 +98,9 @@ async def create_payment(body: PaymentCreate, account: CurrentAccount, db: DB) -
                 .returning(*payments.c)
             )
         ).one()
+        await emit(uow, account.id, "payment.created", render(row), object_url=_url(row.id))
     return representation(
-        render(row), validators(row), status=201, headers={"location": f"/v1/payments/{row.id}"}
+        render(row), validators(row), status=201, headers={"location": _url(row.id)}
     )
 
 
@@ -167,4 +173,5 @@ async def update_payment(
                 f"{change.status}.",
                 current_status=refused.current.status,
             ) from None
+        await emit(uow, account.id, f"payment.{row.status}", render(row), object_url=_url(row.id))
     return representation(render(row), validators(row))

@@ -17,6 +17,7 @@ from ustun.service.deps import DB, CurrentAccount
 from ustun.service.faults import pause_point
 from ustun.service.money import Amount, Currency
 from ustun.service.tables import ledger_accounts, transfers
+from ustun.webhooks.outbox import emit
 
 router = APIRouter(prefix="/v1/transfers", tags=["transfers"])
 
@@ -117,9 +118,12 @@ async def create_transfer(body: TransferCreate, account: CurrentAccount, db: DB)
                 .returning(*transfers.c)
             )
         ).one()
-    return JSONResponse(
-        render(row), status_code=201, headers={"location": f"/v1/transfers/{row.id}"}
-    )
+        await emit(uow, account.id, "transfer.completed", render(row), object_url=_url(row.id))
+    return JSONResponse(render(row), status_code=201, headers={"location": _url(row.id)})
+
+
+def _url(transfer_id: str) -> str:
+    return f"/v1/transfers/{transfer_id}"
 
 
 @router.get("/{transfer_id}", response_model=None)

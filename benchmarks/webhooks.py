@@ -1,0 +1,286 @@
+"""Webhook delivery throughput and latency, measured side by side in one run.
+
+1. Throughput: one `ustun worker` process drains N queued deliveries to a local receiver,
+   against a bare aiohttp POST loop (same receiver, same concurrency, same body): the ceiling.
+2. Latency: events committed at a steady rate; commit → receiver arrival, p50 / p99.
+
+    .venv/bin/python benchmarks/webhooks.py [--backend postgresql|sqlite|both] [-n 10000]
+
+The receiver runs in its own process (aiohttp, answers 204) and records arrival times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+from sqlalchemy import func, select
+
+from ustun.service.accounts import create_key, hash_key
+from ustun.store import Database
+from ustun.store.migrate import upgrade
+from ustun.store.tables import api_keys
+from ustun.webhooks import endpoints as ops
+from ustun.webhooks.outbox import emit
+from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.tables import deliveries
+
+PG = os.environ.get("USTUN_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
+SECRET_KEY = "benchmark-secret-key-0123456789abcdef"
+CONCURRENCY = 64
+RECEIVER = r"""
+import json, sys, time
+from aiohttp import web
+arrivals = {}
+async def hook(request):
+    await request.read()
+    arrivals[request.headers.get("webhook-id", "")] = time.time()
+    return web.Response(status=204)
+async def times(request):
+    return web.json_response(arrivals)
+async def reset(request):
+    arrivals.clear()
+    return web.Response(status=204)
+app = web.Application()
+app.router.add_post("/hook", hook)
+app.router.add_get("/times", times)
+app.router.add_post("/reset", reset)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+"""
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def wait_up(url: str) -> None:
+    async with aiohttp.ClientSession() as http:
+        for _ in range(200):
+            try:
+                async with http.get(url) as r:
+                    if r.status < 500:
+                        return
+            except aiohttp.ClientError:
+                await asyncio.sleep(0.05)
+    raise RuntimeError(f"{url} never came up")
+
+
+async def bare_loop(url: str, n: int, body: bytes) -> float:
+    """The ceiling: N POSTs at CONCURRENCY over one session; returns POSTs per second."""
+    remaining = n
+
+    async def worker(http: aiohttp.ClientSession) -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            async with http.post(
+                url, data=body, headers={"webhook-id": f"bare{remaining}"}, allow_redirects=False
+            ) as r:
+                await r.read()
+
+    connector = aiohttp.TCPConnector(limit=CONCURRENCY)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(http) for _ in range(CONCURRENCY)))
+        return n / (time.perf_counter() - started)
+
+
+async def setup(db: Database, url: str) -> str:
+    await upgrade(db)
+    key = await create_key(db, f"bench-{uuid.uuid4().hex[:8]}")
+    async with db.read() as conn:
+        account_id = str(
+            await conn.scalar(
+                select(api_keys.c.account_id).where(api_keys.c.key_hash == hash_key(key))
+            )
+        )
+    async with db.unit_of_work() as uow:
+        await ops.create(
+            uow,
+            SecretBox(SECRET_KEY),
+            account_id,
+            url=url,
+            events=["*"],
+            max_in_flight=CONCURRENCY,
+        )
+    return account_id
+
+
+async def pending(db: Database) -> int:
+    async with db.read() as conn:
+        n = await conn.scalar(
+            select(func.count()).select_from(deliveries).where(deliveries.c.status != "succeeded")
+        )
+    return int(n or 0)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def drained(db: Database) -> None:
+    """Return once no delivery is left unsent."""
+    while True:
+        if not await pending(db):
+            return
+        await asyncio.sleep(0.05)
+
+
+async def drain(db: Database, account_id: str, n: int, worker_pid: int) -> tuple[float, float]:
+    """Queue N deliveries in one commit with the worker idle; deliveries/s and worker CPU share."""
+    async with db.unit_of_work() as uow:
+        for i in range(n):
+            await emit(uow, account_id, "payment.created", {"id": f"pay_{i}", "amount": i})
+        committed = time.perf_counter()
+    cpu_before = cpu_seconds(worker_pid)
+    await drained(db)
+    elapsed = time.perf_counter() - committed
+    return n / elapsed, (cpu_seconds(worker_pid) - cpu_before) / elapsed
+
+
+async def latency(
+    db: Database, account_id: str, receiver: str, rate: float, seconds: float
+) -> tuple[float, float, int]:
+    """Emit at `rate`/s for `seconds`; p50 and p99 of commit → arrival in milliseconds."""
+    async with aiohttp.ClientSession() as http:
+        await http.post(f"{receiver}/reset")
+        committed: dict[str, float] = {}
+        start = time.perf_counter()
+        for i in range(int(rate * seconds)):
+            await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
+            async with db.unit_of_work() as uow:
+                event_id = await emit(uow, account_id, "payment.created", {"id": f"pay_l{i}"})
+            committed[event_id] = time.time()
+        await drained(db)
+        async with http.get(f"{receiver}/times") as r:
+            arrivals: dict[str, float] = await r.json()
+    samples = sorted((arrivals[e] - t) * 1000 for e, t in committed.items() if e in arrivals)
+    p50 = statistics.median(samples)
+    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+    return p50, p99, len(samples)
+
+
+async def pg_database() -> tuple[str, str]:
+    name = f"ustun_bench_{uuid.uuid4().hex[:8]}"
+    conn = await asyncpg.connect(f"{PG}/postgres")
+    await conn.execute(f'CREATE DATABASE "{name}"')
+    await conn.close()
+    return name, f"{PG}/{name}"
+
+
+async def drop_pg(name: str) -> None:
+    conn = await asyncpg.connect(f"{PG}/postgres")
+    await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    await conn.close()
+
+
+async def run_backend(
+    backend: str, n: int, rate: float, seconds: float, rounds_wanted: int, profile: str | None
+) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="ustun-bench-"))
+    pg_name = None
+    if backend == "postgresql":
+        pg_name, url = await pg_database()
+    else:
+        url = f"sqlite:///{tmp / 'bench.db'}"
+    port = free_port()
+    receiver = subprocess.Popen([sys.executable, "-c", RECEIVER, str(port)])  # noqa: ASYNC220
+    base = f"http://127.0.0.1:{port}"
+    db = Database(url)
+    worker = None
+    try:
+        await wait_up(f"{base}/times")
+        account_id = await setup(db, f"{base}/hook")
+        body = json.dumps(
+            {"id": "evt_x", "type": "payment.created", "data": {"amount": 1}}
+        ).encode()
+        env = {
+            **os.environ,
+            "USTUN_DATABASE_URL": url,
+            "USTUN_SECRET_KEY": SECRET_KEY,
+            "USTUN_WEBHOOK_ALLOW_PRIVATE": "1",
+            "USTUN_LOG_LEVEL": "warning",
+        }
+        ustun = str(Path(sys.executable).with_name("ustun"))
+        command = [ustun, "worker"]
+        if profile:
+            # cProfile the worker; read with `python -m pstats <file>`.
+            command = [sys.executable, "-m", "cProfile", "-o", profile, ustun, "worker"]
+        worker = subprocess.Popen(command, env=env)  # noqa: ASYNC220 - returns at once
+        await asyncio.sleep(2.0)  # let the worker start and LISTEN
+        rounds = []
+        for _ in range(rounds_wanted):
+            # Alternate on the same receiver, so both see the same machine load.
+            ceiling = await bare_loop(f"{base}/hook", n, body)
+            drained, worker_cpu = await drain(db, account_id, n, worker.pid)
+            rounds.append((ceiling, drained, worker_cpu))
+        p50, p99, count = await latency(db, account_id, base, rate, seconds)
+        return {
+            "backend": backend,
+            "rounds": rounds,
+            "p50": p50,
+            "p99": p99,
+            "samples": count,
+        }
+    finally:
+        if worker is not None:
+            worker.terminate()
+            worker.wait(30)
+        receiver.terminate()
+        receiver.wait(10)
+        await db.dispose()
+        if pg_name:
+            await drop_pg(pg_name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=["postgresql", "sqlite", "both"], default="both")
+    parser.add_argument("-n", type=int, default=10_000, help="deliveries to drain")
+    parser.add_argument("--rate", type=float, default=200.0, help="events/s for latency")
+    parser.add_argument("--seconds", type=float, default=10.0, help="latency run length")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating throughput rounds")
+    parser.add_argument("--profile", help="cProfile the worker into this file")
+    args = parser.parse_args()
+    backends = ["postgresql", "sqlite"] if args.backend == "both" else [args.backend]
+    print(
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"concurrency {CONCURRENCY}, {args.n} deliveries, {args.rate:.0f} events/s"
+    )
+    for backend in backends:
+        r = asyncio.run(
+            run_backend(backend, args.n, args.rate, args.seconds, args.rounds, args.profile)
+        )
+        for bare, dispatched, cpu in r["rounds"]:
+            print(
+                f"{backend:<10} bare aiohttp {bare:6.0f}/s  dispatcher {dispatched:6.0f}/s"
+                f"  ratio {dispatched / bare:.2f}  (worker CPU {cpu:.0%} of a core)"
+            )
+        ratios = [d / b for b, d, _ in r["rounds"]]
+        print(
+            f"{backend:<10} median ratio {statistics.median(ratios):.2f}"
+            f"  latency p50 {r['p50']:.1f} ms  p99 {r['p99']:.1f} ms ({r['samples']} events)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+"""`/v1/webhook-endpoints`: subscribe URLs to events, rotate secrets, test, recover."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Response
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sqlalchemy import Row, delete, select, update
+
+from ustun import clock
+from ustun.clock import rfc3339
+from ustun.http.errors import ProblemError
+from ustun.http.etag import version_etag
+from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
+from ustun.service.pagination import page
+from ustun.service.webhook_events import render_event
+from ustun.service.webhook_runtime import AppSettings, Box
+from ustun.store import UnitOfWork
+from ustun.webhooks import endpoints as ops
+from ustun.webhooks.addresses import url_refusal
+from ustun.webhooks.outbox import PING, emit, wake
+from ustun.webhooks.patterns import is_pattern
+from ustun.webhooks.states import Change, Status, sources
+from ustun.webhooks.tables import deliveries, endpoints, events
+
+router = APIRouter(prefix="/v1/webhook-endpoints", tags=["webhooks"])
+PATH = "/v1/webhook-endpoints"
+IfMatch = Annotated[str | None, Header(description="ETag from a GET; 412 if it changed.")]
+
+Events = Annotated[list[str], Field(min_length=1, max_length=100)]
+
+
+def _check_patterns(patterns: list[str] | None) -> list[str] | None:
+    bad = [p for p in patterns or () if not is_pattern(p)]
+    if bad:
+        raise ValueError(f"not an event type or wildcard (`payment.*`, `*`): {bad[0]!r}")
+    return patterns
+
+
+class EndpointIn(BaseModel):
+    """The body of `POST /v1/webhook-endpoints`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(max_length=2048)
+    events: Events = Field(default_factory=lambda: ["*"])
+    description: str = Field(default="", max_length=500)
+    payload: Literal["full", "thin"] = "full"
+    rate_limit: float | None = Field(default=None, gt=0, le=10_000, description="Sends/s.")
+    max_in_flight: int = Field(default=ops.DEFAULT_MAX_IN_FLIGHT, ge=1, le=256)
+
+    _patterns = field_validator("events")(_check_patterns)
+
+
+class EndpointPatch(BaseModel):
+    """The body of `PATCH /v1/webhook-endpoints/{id}`: only the fields to change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(default=None, max_length=2048)
+    events: Events | None = None
+    description: str | None = Field(default=None, max_length=500)
+    payload: Literal["full", "thin"] | None = None
+    rate_limit: float | None = Field(default=None, gt=0, le=10_000)
+    max_in_flight: int | None = Field(default=None, ge=1, le=256)
+    enabled: bool | None = None
+
+    _patterns = field_validator("events")(_check_patterns)
+
+
+class RecoverIn(BaseModel):
+    """The body of `POST …/recover`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    since: datetime
+
+
+def render(row: Row[Any]) -> dict[str, Any]:
+    """The public shape of an endpoint (never its secret)."""
+    return {
+        "id": row.id,
+        "object": "webhook_endpoint",
+        "url": row.url,
+        "description": row.description,
+        "events": json.loads(row.events),
+        "payload": row.payload,
+        "enabled": row.enabled,
+        "disabled_reason": row.disabled_reason,
+        "rate_limit": row.rate_limit,
+        "max_in_flight": row.max_in_flight,
+        "created_at": rfc3339(row.created_at),
+        "updated_at": rfc3339(row.updated_at),
+    }
+
+
+def _check_url(url: str, allow_private: bool) -> None:
+    reason = url_refusal(url, allow_private=allow_private)
+    if reason is not None:
+        raise ProblemError(
+            "validation-error",
+            f"Invalid value in body.url: {reason}.",
+            errors=[{"field": "body.url", "message": reason, "type": "url"}],
+        )
+
+
+async def _load(uow: UnitOfWork, account_id: str, endpoint_id: str) -> Row[Any]:
+    row = (
+        await uow.conn.execute(
+            select(endpoints).where(
+                endpoints.c.id == endpoint_id, endpoints.c.account_id == account_id
+            )
+        )
+    ).first()
+    if row is None:
+        raise ProblemError("not-found", f"No webhook endpoint {endpoint_id}.")
+    return row
+
+
+def _check_if_match(if_match: str | None, row: Row[Any]) -> None:
+    """RFC 9110 §13.1.1: strong comparison; `*` matches any current representation."""
+    if if_match is None:
+        return
+    tags = [t.strip() for t in if_match.split(",")]
+    if "*" not in tags and version_etag(row.version) not in tags:
+        raise ProblemError(
+            "precondition-failed", f"Webhook endpoint {row.id} changed since you read it."
+        )
+
+
+def _respond(response: Response, row: Row[Any]) -> dict[str, Any]:
+    response.headers["etag"] = version_etag(row.version)
+    return render(row)
+
+
+@router.post("", status_code=201)
+async def create_endpoint(
+    body: EndpointIn,
+    account: CurrentAccount,
+    db: DB,
+    box: Box,
+    settings: AppSettings,
+    response: Response,
+) -> dict[str, Any]:
+    """Subscribe a URL; the signing `secret` is in this response and never again."""
+    _check_url(body.url, settings.webhook_allow_private)
+    async with db.unit_of_work() as uow:
+        endpoint_id, secret = await ops.create(
+            uow, box, account.id, **body.model_dump(exclude_none=True)
+        )
+        row = await _load(uow, account.id, endpoint_id)
+    response.headers["location"] = f"{PATH}/{endpoint_id}"
+    return _respond(response, row) | {"secret": str(secret)}
+
+
+@router.get("")
+async def list_endpoints(
+    account: CurrentAccount, db: DB, limit: Limit = DEFAULT_PAGE, cursor: Cursor = None
+) -> dict[str, Any]:
+    """The account's endpoints, newest first."""
+    async with db.read() as conn:
+        return await page(
+            conn,
+            endpoints,
+            where=[endpoints.c.account_id == account.id],
+            limit=limit,
+            cursor=cursor,
+            render=render,
+        )
+
+
+@router.get("/{endpoint_id}")
+async def get_endpoint(
+    endpoint_id: str, account: CurrentAccount, db: DB, response: Response
+) -> dict[str, Any]:
+    """One endpoint, with its `ETag`."""
+    async with db.unit_of_work() as uow:
+        return _respond(response, await _load(uow, account.id, endpoint_id))
+
+
+@router.patch("/{endpoint_id}")
+async def update_endpoint(
+    endpoint_id: str,
+    body: EndpointPatch,
+    account: CurrentAccount,
+    db: DB,
+    settings: AppSettings,
+    response: Response,
+    if_match: IfMatch = None,
+) -> dict[str, Any]:
+    """Change the URL, filters, payload, limits; `enabled: false` disables (and logs it)."""
+    change = body.model_dump(exclude_unset=True)
+    nulled = [name for name, value in change.items() if value is None and name != "rate_limit"]
+    if nulled:
+        raise ProblemError(
+            "validation-error",
+            f"Invalid value in body.{nulled[0]}: it cannot be null.",
+            errors=[
+                {"field": f"body.{n}", "message": "cannot be null", "type": "null"} for n in nulled
+            ],
+        )
+    if change.get("url") is not None:
+        _check_url(change["url"], settings.webhook_allow_private)
+    enabled = change.pop("enabled", None)
+    if "events" in change:
+        change["events"] = json.dumps(change["events"])
+    async with db.unit_of_work() as uow:
+        row = await _load(uow, account.id, endpoint_id)
+        _check_if_match(if_match, row)
+        if enabled is False:
+            await ops.disable(uow, endpoint_id, "disabled by request")
+        elif enabled is True and not row.enabled:
+            change |= {"enabled": True, "disabled_reason": None, "failing_since": None}
+        if change:
+            await uow.conn.execute(
+                update(endpoints)
+                .where(endpoints.c.id == endpoint_id)
+                .values(**change, version=endpoints.c.version + 1, updated_at=clock.now())
+            )
+        return _respond(response, await _load(uow, account.id, endpoint_id))
+
+
+@router.delete("/{endpoint_id}", status_code=204)
+async def delete_endpoint(
+    endpoint_id: str, account: CurrentAccount, db: DB, if_match: IfMatch = None
+) -> Response:
+    """Remove the endpoint and its deliveries (the events stay in the log)."""
+    async with db.unit_of_work() as uow:
+        _check_if_match(if_match, await _load(uow, account.id, endpoint_id))
+        await uow.conn.execute(delete(deliveries).where(deliveries.c.endpoint_id == endpoint_id))
+        await uow.conn.execute(delete(endpoints).where(endpoints.c.id == endpoint_id))
+    return Response(status_code=204)
+
+
+@router.post("/{endpoint_id}/rotate-secret")
+async def rotate_secret(
+    endpoint_id: str, account: CurrentAccount, db: DB, box: Box, response: Response
+) -> dict[str, Any]:
+    """A new secret (shown here once); the old one keeps signing for 24 hours."""
+    async with db.unit_of_work() as uow:
+        secret = await ops.rotate(uow, box, await _load(uow, account.id, endpoint_id))
+        row = await _load(uow, account.id, endpoint_id)
+    return _respond(response, row) | {"secret": str(secret)}
+
+
+@router.post("/{endpoint_id}/test", status_code=202)
+async def send_test(endpoint_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
+    """Send a `ping` event to this endpoint alone."""
+    async with db.unit_of_work() as uow:
+        row = await _load(uow, account.id, endpoint_id)
+        if not row.enabled:
+            raise ProblemError("state-conflict", f"Webhook endpoint {endpoint_id} is disabled.")
+        event_id = await emit(
+            uow, account.id, PING, {"endpoint_id": endpoint_id}, endpoint_id=endpoint_id
+        )
+        event = (await uow.conn.execute(select(events).where(events.c.id == event_id))).one()
+    return render_event(event)
+
+
+@router.post("/{endpoint_id}/recover", status_code=202)
+async def recover(
+    endpoint_id: str, body: RecoverIn, account: CurrentAccount, db: DB
+) -> dict[str, Any]:
+    """Re-send every failed or dead delivery of this endpoint created since `since`."""
+    since = body.since if body.since.tzinfo else body.since.replace(tzinfo=clock.now().tzinfo)
+    d = deliveries
+    recoverable = [s.value for s in sources(Change.RESEND) if s in (Status.FAILED, Status.DEAD)]
+    async with db.unit_of_work() as uow:
+        row = await _load(uow, account.id, endpoint_id)
+        if not row.enabled:
+            raise ProblemError("state-conflict", f"Webhook endpoint {endpoint_id} is disabled.")
+        now = clock.now()
+        result = await uow.conn.execute(
+            update(d)
+            .where(
+                d.c.endpoint_id == endpoint_id, d.c.status.in_(recoverable), d.c.created_at >= since
+            )
+            .values(
+                status=Status.PENDING.value, next_attempt_at=now, lease_token=None, updated_at=now
+            )
+        )
+        await wake(uow)
+    return {"object": "recovery", "endpoint_id": endpoint_id, "recovered": result.rowcount}

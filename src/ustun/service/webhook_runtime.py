@@ -1,0 +1,47 @@
+"""How the service configures the webhooks pillar from `Settings`: the secret box and dispatcher."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from ustun.settings import Settings
+from ustun.store import Database
+from ustun.webhooks.claims import CLAIM_ROUNDS
+from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
+from ustun.webhooks.secretbox import SecretBox, master_key
+
+
+def secret_box(settings: Settings) -> SecretBox:
+    """The box for signing secrets; raises `SecretKeyError` on PostgreSQL without a key."""
+    return SecretBox(master_key(settings.secret_key, settings.database_url))
+
+
+def dispatch_config(settings: Settings) -> DispatchConfig:
+    """Dispatcher tuning; the lease always outlasts the queued rounds of a slow endpoint."""
+    return DispatchConfig(
+        retry_schedule=settings.retry_schedule,
+        timeout=settings.webhook_timeout,
+        allow_private=settings.webhook_allow_private,
+        lease=max(settings.webhook_lease, (CLAIM_ROUNDS + 2) * settings.webhook_timeout),
+    )
+
+
+def dispatcher(db: Database, settings: Settings) -> Dispatcher:
+    """The webhook dispatcher a `Worker` runs."""
+    return Dispatcher(db, secret_box(settings), dispatch_config(settings))
+
+
+def _box(request: Request) -> SecretBox:
+    box: SecretBox = request.app.state.secret_box
+    return box
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+Box = Annotated[SecretBox, Depends(_box)]
+AppSettings = Annotated[Settings, Depends(_settings)]

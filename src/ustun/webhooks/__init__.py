@@ -1,0 +1,28 @@
+"""Webhooks: verify what you receive (pure, `pip install ustun`), send what you emit (server).
+
+Importing this package loads only pure modules, so a receiver needs nothing but ustun itself:
+
+    from ustun.webhooks import verify
+    event = verify("whsec_…", request.headers, raw_body)
+
+The provider (outbox, dispatcher) and the Starlette receiver live in submodules that need
+`ustun[server]`: `ustun.webhooks.outbox`, `.dispatcher`, `.receiver`.
+"""
+
+from ustun.http.errors import (
+    InvalidSignature,
+    MissingHeaders,
+    SignatureError,
+    TimestampOutOfRange,
+)
+from ustun.http.signature import Secret
+from ustun.webhooks.verify import verify
+
+__all__ = [
+    "InvalidSignature",
+    "MissingHeaders",
+    "Secret",
+    "SignatureError",
+    "TimestampOutOfRange",
+    "verify",
+]

@@ -1,0 +1,400 @@
+"""The dispatcher: claims due deliveries, sends them, records every attempt.
+
+One loop per worker process. It claims in batches with a lease (see `claims`), sends with one
+shared aiohttp session through a per-endpoint `Gate` (in-flight cap, rate limit), and hands
+outcomes to a writer task that records them in batched transactions. It sleeps until an event
+is committed (PostgreSQL LISTEN/NOTIFY, the in-process doorbell), a retry falls due, capacity
+frees up, or the poll interval passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import aiohttp
+from sqlalchemy import bindparam, insert, select, update
+
+from ustun import clock, ids
+from ustun.http.retry_after import parse_retry_after
+from ustun.http.signature import headers as signed_headers
+from ustun.store import Database, UnitOfWork
+from ustun.webhooks import endpoints as endpoint_ops
+from ustun.webhooks import message, transport
+from ustun.webhooks.claims import Claim, claim
+from ustun.webhooks.limits import Gate
+from ustun.webhooks.schedule import RETRY_AFTER_STATUSES, retry_delay
+from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.states import Change, transition
+from ustun.webhooks.tables import attempts, deliveries, endpoints, events
+from ustun.webhooks.wakeup import CHANNEL, doorbell
+
+log = logging.getLogger("ustun.webhooks")
+
+DEFAULT_POLL_INTERVAL = 1.0
+DEFAULT_BATCH = 256
+DEFAULT_MAX_IN_FLIGHT = 512
+DISABLE_AFTER = timedelta(days=5)
+WRITE_BATCH = 512
+WRITE_DELAY = 0.02
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchConfig:
+    """Tuning of one dispatcher; the service builds it from `Settings`."""
+
+    retry_schedule: Sequence[float]
+    timeout: float
+    allow_private: bool
+    lease: float
+    poll_interval: float = DEFAULT_POLL_INTERVAL
+    batch: int = DEFAULT_BATCH
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    disable_after: timedelta = DISABLE_AFTER
+
+
+@dataclass(slots=True)
+class _Result:
+    claim: Claim
+    endpoint_id: str
+    outcome: transport.Outcome | None
+    attempted_at: datetime
+    release_after: float | None = None
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class _Batch:
+    """Rows a writer flush applies in one transaction."""
+
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    healthy: set[str] = field(default_factory=set)
+    failing: set[str] = field(default_factory=set)
+    gone: set[str] = field(default_factory=set)
+
+
+class Dispatcher:
+    """Delivers webhooks until stopped; run one per worker process (any number of processes)."""
+
+    def __init__(self, db: Database, box: SecretBox, config: DispatchConfig) -> None:
+        self.db = db
+        self.box = box
+        self.config = config
+        self.token = ids.new_id("lease")
+        self._gates: dict[str, Gate] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._results: asyncio.Queue[_Result] = asyncio.Queue()
+        self._wake = asyncio.Event()
+        self._soonest: float | None = None
+        # Endpoints that may have a failing streak to clear on their next success.
+        self._failing: set[str] = set()
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """The worker loop: deliver until `stopping` is set, then finish what is in flight."""
+        doorbell.subscribe(self._wake)
+        stop_watch = asyncio.create_task(self._watch(stopping))
+        http = transport.session(
+            timeout=self.config.timeout,
+            allow_private=self.config.allow_private,
+            limit=self.config.max_in_flight,
+        )
+        writer = asyncio.create_task(self._write())
+        try:
+            async with http, self._listening():
+                while not stopping.is_set():
+                    self._wake.clear()
+                    if not await self._claim_and_send(http):
+                        await self._sleep()
+                if self._tasks:
+                    await asyncio.wait(self._tasks)
+                await self._results.join()
+        finally:
+            doorbell.unsubscribe(self._wake)
+            stop_watch.cancel()
+            writer.cancel()
+            for task in self._tasks:
+                task.cancel()
+
+    async def _watch(self, stopping: asyncio.Event) -> None:
+        await stopping.wait()
+        self._wake.set()
+
+    @contextlib.asynccontextmanager
+    async def _listening(self) -> AsyncIterator[None]:
+        """LISTEN on PostgreSQL so a commit anywhere wakes this dispatcher at once."""
+        if self.db.is_sqlite:
+            yield
+            return
+        async with self.db.engine.connect() as conn:
+            raw: Any = (await conn.get_raw_connection()).driver_connection
+            assert raw is not None
+
+            def notified(*_: object) -> None:
+                self._wake.set()
+
+            await raw.add_listener(CHANNEL, notified)
+            try:
+                yield
+            finally:
+                with contextlib.suppress(Exception):
+                    await raw.remove_listener(CHANNEL, notified)
+
+    async def _sleep(self) -> None:
+        timeout = self.config.poll_interval
+        if self._soonest is not None:
+            left = self._soonest - time.monotonic()
+            if left <= 0:
+                self._soonest = None  # that retry was due, so the claim just made took it
+            timeout = max(0.0, min(timeout, left))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+
+    async def _claim_and_send(self, http: aiohttp.ClientSession) -> bool:
+        """Claim what fits and start sending it; True if more may be due right now."""
+        room = min(self.config.batch, self.config.max_in_flight - len(self._tasks))
+        if room <= 0:
+            return False
+        now = clock.now()
+        claimed = await claim(
+            self.db,
+            limit=room,
+            now=now,
+            lease_until=now + timedelta(seconds=self.config.lease),
+            token=self.token,
+            saturated=[eid for eid, gate in self._gates.items() if gate.saturated],
+        )
+        if not claimed:
+            return False
+        targets, bodies = await self._load(claimed, now)
+        deadline = time.monotonic() + self.config.lease
+        taken: Counter[str] = Counter()
+        for item in claimed:
+            endpoint = targets[item.endpoint_id]
+            gate = self._gate(endpoint)
+            gate.held += 1
+            taken[endpoint.id] += 1
+            body = bodies[(item.event_id, endpoint.payload)]
+            task = asyncio.create_task(self._deliver(http, item, endpoint, gate, body, deadline))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        # A full batch, or an endpoint that got its whole cap, may have more waiting.
+        return len(claimed) == room or any(
+            n >= self._gates[eid].cap and not self._gates[eid].saturated for eid, n in taken.items()
+        )
+
+    def _gate(self, endpoint: endpoint_ops.Target) -> Gate:
+        gate = self._gates.get(endpoint.id)
+        if gate is None or (
+            gate.held == 0 and not gate.fits(endpoint.max_in_flight, endpoint.rate_limit)
+        ):
+            gate = self._gates[endpoint.id] = Gate(endpoint.max_in_flight, endpoint.rate_limit)
+        return gate
+
+    async def _load(
+        self, claimed: list[Claim], now: datetime
+    ) -> tuple[dict[str, endpoint_ops.Target], dict[tuple[str, str], bytes]]:
+        """The endpoints (secrets decrypted) and serialised bodies the claimed rows need."""
+        endpoint_ids = {c.endpoint_id for c in claimed}
+        event_ids = {c.event_id for c in claimed}
+        async with self.db.read() as conn:
+            endpoint_rows = await conn.execute(
+                select(endpoints).where(endpoints.c.id.in_(endpoint_ids))
+            )
+            targets = {}
+            for row in endpoint_rows:
+                targets[row.id] = endpoint_ops.target(self.box, row, now)
+                if row.failing_since is not None:
+                    self._failing.add(row.id)
+            event_rows = (
+                await conn.execute(select(events).where(events.c.id.in_(event_ids)))
+            ).all()
+        bodies = {}
+        for row in event_rows:
+            data = json.loads(row.data)
+            for payload in (message.FULL, message.THIN):
+                bodies[(row.id, payload)] = message.body(
+                    row.id,
+                    row.type,
+                    row.created_at,
+                    data,
+                    payload=payload,
+                    object_url=row.object_url,
+                )
+        return targets, bodies
+
+    async def _deliver(
+        self,
+        http: aiohttp.ClientSession,
+        item: Claim,
+        endpoint: endpoint_ops.Target,
+        gate: Gate,
+        body: bytes,
+        deadline: float,
+    ) -> None:
+        """Send one delivery through its endpoint's gate and queue the outcome."""
+        try:
+            if not endpoint.enabled:
+                result = _Result(item, endpoint.id, None, clock.now(), reason="endpoint disabled")
+            elif gate.limit is not None and gate.limit.delay() > (deadline - time.monotonic()) / 2:
+                # Its rate limit would keep it waiting past half the lease: hand it back.
+                result = _Result(
+                    item, endpoint.id, None, clock.now(), release_after=gate.limit.delay()
+                )
+            else:
+                async with gate:
+                    attempted_at = clock.now()
+                    outcome = await transport.post(
+                        http,
+                        endpoint.url,
+                        body,
+                        signed_headers(endpoint.signing, item.event_id, body),
+                        allow_private=self.config.allow_private,
+                    )
+                result = _Result(item, endpoint.id, outcome, attempted_at)
+            self._results.put_nowait(result)
+        finally:
+            gate.held -= 1
+            # Refill in steps, not per completion: when the endpoint is down to its cap, or the
+            # whole worker to half its room.
+            if gate.held == gate.cap or len(self._tasks) == self.config.max_in_flight // 2:
+                self._wake.set()
+
+    async def _write(self) -> None:
+        """Record outcomes in batches: one transaction for whatever has queued up."""
+        while True:
+            results = [await self._results.get()]
+            # Let a few more outcomes arrive: fewer, larger transactions (and fsyncs).
+            await asyncio.sleep(WRITE_DELAY)
+            while len(results) < WRITE_BATCH and not self._results.empty():
+                results.append(self._results.get_nowait())
+            try:
+                await self._record(results)
+            except Exception:
+                log.exception(
+                    "recording %d webhook outcomes failed; leases will retry them", len(results)
+                )
+            finally:
+                for _ in results:
+                    self._results.task_done()
+
+    def _plan(self, result: _Result, now: datetime, batch: _Batch) -> None:
+        """Turn one outcome into the delivery update, attempt row and endpoint health marks."""
+        item, outcome = result.claim, result.outcome
+        attempts_made = item.attempt_count
+        next_at: datetime | None = None
+        if outcome is None:
+            if result.release_after is not None:
+                change = Change.RESEND
+                next_at = now + timedelta(seconds=result.release_after)
+            else:
+                change = Change.GIVE_UP
+        else:
+            attempts_made += 1
+            batch.attempts.append(
+                {
+                    "id": ids.new_id("att"),
+                    "delivery_id": item.id,
+                    "attempted_at": result.attempted_at,
+                    "status_code": outcome.status,
+                    "latency_ms": round(outcome.latency_ms, 3),
+                    "error": outcome.error,
+                    "response": outcome.response,
+                }
+            )
+            if outcome.ok:
+                change = Change.SUCCEED
+                batch.healthy.add(result.endpoint_id)
+            elif outcome.status == 410:
+                change = Change.GIVE_UP
+                batch.gone.add(result.endpoint_id)
+            else:
+                batch.failing.add(result.endpoint_id)
+                retry_after = (
+                    parse_retry_after(outcome.retry_after)
+                    if outcome.status in RETRY_AFTER_STATUSES
+                    else None
+                )
+                delay = retry_delay(
+                    self.config.retry_schedule, attempts_made, retry_after=retry_after
+                )
+                change = Change.GIVE_UP if delay is None else Change.FAIL
+                if delay is not None:
+                    next_at = now + timedelta(seconds=delay)
+                    due = time.monotonic() + delay
+                    self._soonest = due if self._soonest is None else min(self._soonest, due)
+        batch.updates.append(
+            {
+                "b_id": item.id,
+                "b_token": self.token,
+                "b_status": transition(item.status, change).value,
+                "b_attempts": attempts_made,
+                "b_next": next_at,
+                "b_now": now,
+            }
+        )
+
+    async def _record(self, results: list[_Result]) -> None:
+        now = clock.now()
+        batch = _Batch()
+        for result in results:
+            self._plan(result, now, batch)
+        d = deliveries
+        statement = (
+            update(d)
+            .where(d.c.id == bindparam("b_id"), d.c.lease_token == bindparam("b_token"))
+            .values(
+                status=bindparam("b_status"),
+                attempt_count=bindparam("b_attempts"),
+                next_attempt_at=bindparam("b_next"),
+                lease_token=None,
+                updated_at=bindparam("b_now"),
+            )
+        )
+        async with self.db.unit_of_work() as uow:
+            await uow.conn.execute(statement, batch.updates)
+            if batch.attempts:
+                await uow.conn.execute(insert(attempts), batch.attempts)
+            await self._endpoint_health(uow, batch, now)
+        if self._soonest is not None:
+            self._wake.set()
+
+    async def _endpoint_health(self, uow: UnitOfWork, batch: _Batch, now: datetime) -> None:
+        """Clear or start each endpoint's failing streak; disable on 410 or 5 days of failure."""
+        e = endpoints
+        conn = uow.conn
+        recovered = batch.healthy & self._failing
+        if recovered:
+            await conn.execute(
+                update(e)
+                .where(e.c.id.in_(recovered), e.c.failing_since.is_not(None))
+                .values(failing_since=None)
+            )
+            self._failing -= recovered
+        failing = batch.failing - batch.healthy
+        self._failing |= failing
+        if failing:
+            await conn.execute(
+                update(e)
+                .where(e.c.id.in_(failing), e.c.failing_since.is_(None))
+                .values(failing_since=now)
+            )
+            expired = await conn.scalars(
+                select(e.c.id).where(
+                    e.c.id.in_(failing),
+                    e.c.enabled.is_(True),
+                    e.c.failing_since <= now - self.config.disable_after,
+                )
+            )
+            for endpoint_id in expired.all():
+                await endpoint_ops.disable(uow, endpoint_id, "failing for 5 days")
+        for endpoint_id in batch.gone:
+            await endpoint_ops.disable(uow, endpoint_id, "the endpoint answered 410 Gone")

@@ -1,0 +1,135 @@
+"""Endpoint operations shared by the API and the dispatcher: create, rotate, disable, sign."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Row, insert, update
+
+from ustun import clock, ids
+from ustun.http.signature import Secret
+from ustun.store import UnitOfWork
+from ustun.webhooks.outbox import ENDPOINT_DISABLED, emit
+from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.tables import endpoints
+
+DEFAULT_MAX_IN_FLIGHT = 8
+ROTATION_OVERLAP = timedelta(hours=24)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What the dispatcher needs to send to an endpoint."""
+
+    id: str
+    account_id: str
+    url: str
+    payload: str
+    enabled: bool
+    max_in_flight: int
+    rate_limit: float | None
+    signing: tuple[Secret, ...]
+
+
+def signing_secrets(box: SecretBox, row: Row[Any], now: datetime) -> tuple[Secret, ...]:
+    """The current secret, plus the previous one while its 24 h overlap lasts."""
+    found = [Secret.parse(box.open(row.secret, context=row.id))]
+    expires = row.previous_secret_expires_at
+    if row.previous_secret is not None and expires is not None and expires > now:
+        found.append(Secret.parse(box.open(row.previous_secret, context=row.id)))
+    return tuple(found)
+
+
+def target(box: SecretBox, row: Row[Any], now: datetime) -> Target:
+    """An endpoint row, decrypted for sending."""
+    return Target(
+        row.id,
+        row.account_id,
+        row.url,
+        row.payload,
+        row.enabled,
+        row.max_in_flight,
+        row.rate_limit,
+        signing_secrets(box, row, now),
+    )
+
+
+async def create(
+    uow: UnitOfWork,
+    box: SecretBox,
+    account_id: str,
+    *,
+    url: str,
+    events: Sequence[str],
+    description: str = "",
+    payload: str = "full",
+    rate_limit: float | None = None,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> tuple[str, Secret]:
+    """Insert an endpoint with a fresh secret; return its id and the secret (shown once)."""
+    endpoint_id = ids.new_id("we")
+    secret = Secret.generate()
+    now = clock.now()
+    await uow.conn.execute(
+        insert(endpoints).values(
+            id=endpoint_id,
+            account_id=account_id,
+            url=url,
+            description=description,
+            events=json.dumps(list(events)),
+            payload=payload,
+            enabled=True,
+            rate_limit=rate_limit,
+            max_in_flight=max_in_flight,
+            version=1,
+            secret=box.seal(str(secret), context=endpoint_id),
+            created_at=now,
+            updated_at=now,
+        )
+    )
+    return endpoint_id, secret
+
+
+async def rotate(uow: UnitOfWork, box: SecretBox, row: Row[Any]) -> Secret:
+    """Give the endpoint a new secret; the old one keeps signing for `ROTATION_OVERLAP`."""
+    secret = Secret.generate()
+    now = clock.now()
+    await uow.conn.execute(
+        update(endpoints)
+        .where(endpoints.c.id == row.id)
+        .values(
+            secret=box.seal(str(secret), context=row.id),
+            previous_secret=row.secret,
+            previous_secret_expires_at=now + ROTATION_OVERLAP,
+            version=endpoints.c.version + 1,
+            updated_at=now,
+        )
+    )
+    return secret
+
+
+async def disable(uow: UnitOfWork, endpoint_id: str, reason: str) -> bool:
+    """Disable an enabled endpoint and log `endpoint.disabled`; False if it already was."""
+    now = clock.now()
+    row = (
+        await uow.conn.execute(
+            update(endpoints)
+            .where(endpoints.c.id == endpoint_id, endpoints.c.enabled.is_(True))
+            .values(
+                enabled=False,
+                disabled_reason=reason,
+                version=endpoints.c.version + 1,
+                updated_at=now,
+            )
+            .returning(endpoints.c.account_id, endpoints.c.url)
+        )
+    ).first()
+    if row is None:
+        return False
+    data = {"id": endpoint_id, "object": "webhook_endpoint", "url": row.url, "reason": reason}
+    await emit(uow, row.account_id, ENDPOINT_DISABLED, data)
+    return True

@@ -1,0 +1,116 @@
+"""Receiver inboxes: remember each `webhook-id` so its handler runs once.
+
+`claim` is the deduplication point: the first delivery of an id claims it; duplicates do not.
+An id whose handler never finished (the process died, or every retry failed) may be claimed
+again once `lease` has passed, so a sender's redelivery is not silently dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Protocol
+
+from sqlalchemy import insert, update
+from sqlalchemy.exc import IntegrityError
+
+from ustun import clock
+from ustun.store import Database
+from ustun.webhooks.tables import inbox
+
+DEFAULT_LEASE = 60.0
+
+
+class Inbox(Protocol):
+    """Where a receiver records the ids it has seen."""
+
+    async def claim(self, webhook_id: str, event_type: str) -> bool:
+        """True when this delivery should run the handler (first time, or a stale failure)."""
+        ...
+
+    async def done(self, webhook_id: str) -> None:
+        """The handler finished."""
+        ...
+
+    async def failed(self, webhook_id: str, error: str) -> None:
+        """The handler gave up; a redelivery after the lease may claim it again."""
+        ...
+
+
+class MemoryInbox:
+    """An inbox in this process's memory (for `ustun listen` and tests)."""
+
+    def __init__(self, lease: float = DEFAULT_LEASE) -> None:
+        self.lease = lease
+        self._claimed: dict[str, float] = {}
+        self._done: set[str] = set()
+
+    async def claim(self, webhook_id: str, event_type: str) -> bool:
+        now = time.monotonic()
+        since = self._claimed.get(webhook_id)
+        if webhook_id in self._done or (since is not None and now - since < self.lease):
+            return False
+        self._claimed[webhook_id] = now
+        return True
+
+    async def done(self, webhook_id: str) -> None:
+        self._done.add(webhook_id)
+
+    async def failed(self, webhook_id: str, error: str) -> None:
+        return None
+
+
+class DatabaseInbox:
+    """An inbox table (`webhook_inbox`, UNIQUE on the id) on SQLite or PostgreSQL."""
+
+    def __init__(self, db: Database, lease: float = DEFAULT_LEASE) -> None:
+        self.db = db
+        self.lease = lease
+
+    async def create_table(self) -> None:
+        """Create the inbox table if missing (apps that do not run `ustun migrate`)."""
+        async with self.db.engine.begin() as conn:
+            await conn.run_sync(inbox.create, checkfirst=True)
+
+    async def claim(self, webhook_id: str, event_type: str) -> bool:
+        now = clock.now()
+        try:
+            async with self.db.unit_of_work() as uow:
+                await uow.conn.execute(
+                    insert(inbox).values(
+                        webhook_id=webhook_id,
+                        type=event_type,
+                        received_at=now,
+                        handler_attempts=0,
+                    )
+                )
+            return True
+        except IntegrityError:
+            pass
+        async with self.db.unit_of_work() as uow:
+            result = await uow.conn.execute(
+                update(inbox)
+                .where(
+                    inbox.c.webhook_id == webhook_id,
+                    inbox.c.handled_at.is_(None),
+                    inbox.c.received_at < now - timedelta(seconds=self.lease),
+                )
+                .values(received_at=now)
+            )
+        return bool(result.rowcount)
+
+    async def done(self, webhook_id: str) -> None:
+        async with self.db.unit_of_work() as uow:
+            await uow.conn.execute(
+                update(inbox)
+                .where(inbox.c.webhook_id == webhook_id)
+                .values(handled_at=clock.now(), handler_attempts=inbox.c.handler_attempts + 1)
+            )
+
+    async def failed(self, webhook_id: str, error: str) -> None:
+        async with self.db.unit_of_work() as uow:
+            await uow.conn.execute(
+                update(inbox)
+                .where(inbox.c.webhook_id == webhook_id)
+                .values(last_error=error[:2000], handler_attempts=inbox.c.handler_attempts + 1)
+            )

@@ -1,0 +1,131 @@
+"""A webhook receiver for Starlette / FastAPI: verify, deduplicate, answer 2xx, handle later.
+
+    receiver = WebhookReceiver("whsec_…", inbox=DatabaseInbox(db))
+
+    @receiver.on("payment.succeeded")
+    async def paid(event: dict) -> None: ...
+
+    app.add_route("/webhooks", receiver, methods=["POST"])   # or app.mount(...)
+
+A verified, new event is recorded in the inbox and answered `204` at once; its handler runs in
+the background, retried with backoff on failure (never pushed back on the sender). A duplicate
+`webhook-id` is answered `200` without running anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from ustun.http.errors import SignatureError
+from ustun.http.problem import MEDIA_TYPE, encode, problem
+from ustun.http.signature import DEFAULT_TOLERANCE, Secret
+from ustun.webhooks.inbox import Inbox
+from ustun.webhooks.patterns import matches
+from ustun.webhooks.verify import verify
+
+log = logging.getLogger("ustun.webhooks.receiver")
+
+Handler = Callable[[dict[str, Any]], Awaitable[None]]
+MAX_BODY = 1024 * 1024
+DEFAULT_ATTEMPTS = 5
+DEFAULT_BACKOFF = 0.5
+
+
+class WebhookReceiver:
+    """An ASGI app that receives Standard Webhooks and runs one handler per event type."""
+
+    def __init__(
+        self,
+        secret: Secret | str | Iterable[Secret | str],
+        *,
+        inbox: Inbox,
+        tolerance: float = DEFAULT_TOLERANCE,
+        attempts: int = DEFAULT_ATTEMPTS,
+        backoff: float = DEFAULT_BACKOFF,
+    ) -> None:
+        self.secrets = [secret] if isinstance(secret, Secret | str) else list(secret)
+        self.inbox = inbox
+        self.tolerance = tolerance
+        self.attempts = attempts
+        self.backoff = backoff
+        self._handlers: list[tuple[tuple[str, ...], Handler]] = []
+        self._running: set[asyncio.Task[None]] = set()
+
+    def on(self, *event_types: str) -> Callable[[Handler], Handler]:
+        """Register a handler for these types (`payment.*` and `*` allowed)."""
+
+        def register(handler: Handler) -> Handler:
+            self._handlers.append((event_types or ("*",), handler))
+            return handler
+
+        return register
+
+    def _handler_for(self, event_type: str) -> Handler | None:
+        for patterns, handler in self._handlers:
+            if matches(patterns, event_type):
+                return handler
+        return None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        response = await self._respond(Request(scope, receive))
+        await response(scope, receive, send)
+
+    async def _respond(self, request: Request) -> Response:
+        if request.method != "POST":
+            return Response(status_code=405, headers={"allow": "POST"})
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            return _problem("payload-too-large", f"Webhook bodies are limited to {MAX_BODY} bytes.")
+        try:
+            event = verify(self.secrets, request.headers, body, self.tolerance)
+        except SignatureError as exc:
+            log.warning("refused a webhook: %s", exc)
+            return _problem("webhook-signature-invalid", str(exc))
+        webhook_id = request.headers["webhook-id"]
+        event_type = str(event.get("type", ""))
+        if not await self.inbox.claim(webhook_id, event_type):
+            return JSONResponse({"duplicate": True}, status_code=200)
+        task = asyncio.create_task(self._handle(webhook_id, event_type, event))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        return Response(status_code=204)
+
+    async def _handle(self, webhook_id: str, event_type: str, event: dict[str, Any]) -> None:
+        handler = self._handler_for(event_type)
+        error = ""
+        for attempt in range(self.attempts):
+            try:
+                if handler is not None:
+                    await handler(event)
+                await self.inbox.done(webhook_id)
+                return
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                log.warning(
+                    "handler for %s %s failed (attempt %d): %s",
+                    event_type,
+                    webhook_id,
+                    attempt + 1,
+                    error,
+                )
+                await asyncio.sleep(self.backoff * 2**attempt)
+        await self.inbox.failed(webhook_id, error)
+
+    async def drain(self) -> None:
+        """Wait for every handler in progress (call on shutdown)."""
+        while self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+
+
+def _problem(slug: str, detail: str) -> Response:
+    body = problem(slug, detail)
+    return Response(encode(body), status_code=body["status"], media_type=MEDIA_TYPE)

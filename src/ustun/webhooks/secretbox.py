@@ -1,0 +1,91 @@
+"""Signing secrets at rest: AES-256-GCM under a key derived with HKDF-SHA256.
+
+The master key comes from `USTUN_SECRET_KEY`. With SQLite and no key set, one is generated
+once into `<database file>.key` (mode 0600) beside the database; PostgreSQL deployments run on
+many machines that must share the key, so there ustun refuses to start without it.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import time
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from sqlalchemy.engine import make_url
+
+from ustun.http.errors import UstunError
+
+_INFO = b"ustun webhook signing secrets v1"
+_NONCE_BYTES = 12
+KEY_FILE_SUFFIX = ".key"
+
+
+class SecretKeyError(UstunError):
+    """No usable master key: missing on PostgreSQL, or a ciphertext that does not open."""
+
+
+class SecretBox:
+    """Seal and open short secrets; `context` (the endpoint id) is bound as associated data."""
+
+    def __init__(self, master_key: str) -> None:
+        derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
+            master_key.encode()
+        )
+        self._aead = AESGCM(derived)
+
+    def seal(self, plaintext: str, *, context: str) -> str:
+        """Encrypt `plaintext`; the result is base64 text for a column."""
+        nonce = os.urandom(_NONCE_BYTES)
+        sealed = self._aead.encrypt(nonce, plaintext.encode(), context.encode())
+        return base64.b64encode(nonce + sealed).decode()
+
+    def open(self, token: str, *, context: str) -> str:
+        """Decrypt what `seal` made for the same `context`."""
+        raw = base64.b64decode(token)
+        try:
+            plain = self._aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], context.encode())
+        except InvalidTag:
+            raise SecretKeyError(
+                "a webhook secret does not decrypt: USTUN_SECRET_KEY differs from the key it "
+                "was sealed with"
+            ) from None
+        return plain.decode()
+
+
+def _read_or_create(path: Path) -> str:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for _ in range(50):  # another process may be writing it right now
+            key = path.read_text().strip()
+            if key:
+                return key
+            time.sleep(0.01)
+        raise SecretKeyError(f"{path} is empty: delete it or set USTUN_SECRET_KEY") from None
+    key = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    return key
+
+
+def master_key(secret_key: str | None, database_url: str) -> str:
+    """The configured key, or the generated one beside a SQLite file; refuse on PostgreSQL."""
+    if secret_key:
+        return secret_key
+    url = make_url(database_url)
+    if not url.drivername.startswith("sqlite"):
+        raise SecretKeyError(
+            "USTUN_SECRET_KEY is not set. With PostgreSQL every ustun process must share the "
+            "key that encrypts webhook signing secrets: set USTUN_SECRET_KEY to the same random "
+            "string of at least 32 characters everywhere (e.g. `python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))'`)."
+        )
+    if not url.database or url.database == ":memory:":
+        return secrets.token_urlsafe(32)
+    return _read_or_create(Path(url.database + KEY_FILE_SUFFIX))

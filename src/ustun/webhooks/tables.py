@@ -1,0 +1,123 @@
+"""Webhook tables: endpoints, the event log (the outbox), deliveries, attempts, receiver inbox."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    text,
+)
+
+from ustun.store.tables import metadata
+from ustun.store.types import UTCDateTime
+from ustun.webhooks.states import DUE
+
+# The claimable rows, as literal SQL: a partial index is only usable when the query repeats its
+# predicate verbatim (a bound-parameter `IN` cannot be proven to imply it, on either backend).
+DUE_PREDICATE = "status IN ({})".format(", ".join(f"'{status.value}'" for status in DUE))
+
+endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False),
+    Column("url", Text(), nullable=False),
+    Column("description", Text(), nullable=False),
+    # JSON list of event-type patterns: exact names, `payment.*` or `*`.
+    Column("events", Text(), nullable=False),
+    Column("payload", String(8), nullable=False),
+    Column("enabled", Boolean(), nullable=False),
+    Column("disabled_reason", Text(), nullable=True),
+    Column("rate_limit", Float(), nullable=True),
+    Column("max_in_flight", Integer(), nullable=False),
+    # AES-GCM ciphertexts (base64) of the signing secrets; the previous one signs until it expires.
+    Column("secret", Text(), nullable=False),
+    Column("previous_secret", Text(), nullable=True),
+    Column("previous_secret_expires_at", UTCDateTime(), nullable=True),
+    Column("failing_since", UTCDateTime(), nullable=True),
+    Column("version", Integer(), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Index("ix_webhook_endpoints_account_id_id", "account_id", "id"),
+)
+
+events = Table(
+    "webhook_events",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False),
+    Column("type", String(100), nullable=False),
+    Column("data", Text(), nullable=False),
+    Column("object_url", Text(), nullable=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Index("ix_webhook_events_account_id_id", "account_id", "id"),
+    Index("ix_webhook_events_account_id_type_id", "account_id", "type", "id"),
+)
+
+deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False),
+    Column(
+        "endpoint_id",
+        String(40),
+        ForeignKey("webhook_endpoints.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("event_id", String(40), ForeignKey("webhook_events.id"), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("attempt_count", Integer(), nullable=False),
+    # When due; while a worker holds the delivery, the end of its lease.
+    Column("next_attempt_at", UTCDateTime(), nullable=True),
+    Column("lease_token", String(40), nullable=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    # Only the deliveries a dispatcher may claim, in due order: claims read it top-down.
+    Index(
+        "ix_webhook_deliveries_due",
+        "next_attempt_at",
+        postgresql_where=text(DUE_PREDICATE),
+        sqlite_where=text(DUE_PREDICATE),
+    ),
+    Index("ix_webhook_deliveries_account_id_id", "account_id", "id"),
+    Index("ix_webhook_deliveries_endpoint_id", "endpoint_id"),
+    Index("ix_webhook_deliveries_event_id", "event_id"),
+)
+
+attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column(
+        "delivery_id",
+        String(40),
+        ForeignKey("webhook_deliveries.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    Column("attempted_at", UTCDateTime(), nullable=False),
+    Column("status_code", Integer(), nullable=True),
+    Column("latency_ms", Float(), nullable=False),
+    Column("error", Text(), nullable=True),
+    Column("response", Text(), nullable=True),
+)
+
+inbox = Table(
+    "webhook_inbox",
+    metadata,
+    # The UNIQUE key that makes a receiver run each event's handler once.
+    Column("webhook_id", String(255), primary_key=True),
+    Column("type", String(100), nullable=False),
+    Column("received_at", UTCDateTime(), nullable=False),
+    Column("handled_at", UTCDateTime(), nullable=True),
+    Column("handler_attempts", Integer(), nullable=False),
+    Column("last_error", Text(), nullable=True),
+)

@@ -1,0 +1,93 @@
+"""Webhook test helpers: a real local receiver (aiohttp on a free port) that a test scripts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from support import free_port
+
+Reply = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# make_endpoint(url, events=("*",), **options) -> (endpoint id, secret)
+MakeEndpoint = Callable[..., Awaitable[tuple[str, str]]]
+# A compressed retry schedule: three retries within 1.4 s.
+SCHEDULE = (0.2, 0.4, 0.8)
+
+
+async def ok(_: web.Request) -> web.StreamResponse:
+    return web.Response(text="ok")
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    at: float
+
+
+@dataclass
+class Receiver:
+    """Serves every path; `script[path]` is a list of replies used in turn, then `ok`."""
+
+    port: int = field(default_factory=free_port)
+    script: dict[str, list[Reply]] = field(default_factory=dict)
+    received: list[Received] = field(default_factory=list)
+    _runner: web.AppRunner | None = None
+
+    def url(self, path: str = "/hook") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def bodies(self, path: str = "/hook") -> list[bytes]:
+        return [r.body for r in self.received if r.path == path]
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        self.received.append(Received(request.path, dict(request.headers), body, time.monotonic()))
+        replies = self.script.get(request.path, [])
+        return await (replies.pop(0) if replies else ok)(request)
+
+    async def start(self) -> Receiver:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def status(code: int, headers: dict[str, str] | None = None) -> Reply:
+    async def reply(_: web.Request) -> web.StreamResponse:
+        return web.Response(status=code, text=f"answer {code}", headers=headers)
+
+    return reply
+
+
+def sleep(seconds: float) -> Reply:
+    async def reply(_: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(seconds)
+        return web.Response(text="late")
+
+    return reply
+
+
+async def until(condition: Callable[[], Awaitable[Any]], *, within: float = 15.0, what: str) -> Any:
+    """Await `condition()` until it is truthy (the async twin of `support.wait_for`)."""
+    deadline = time.monotonic() + within
+    while True:
+        result = await condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within} s waiting for {what}")
+        await asyncio.sleep(0.05)

@@ -1,0 +1,78 @@
+"""Fixtures for the webhooks pillar: an account, a receiver, a running dispatcher."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy import select
+
+from ustun.service.accounts import hash_key
+from ustun.store import Database
+from ustun.store.tables import api_keys
+from ustun.webhooks import endpoints as ops
+from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
+from ustun.webhooks.secretbox import SecretBox
+from webhook_support import SCHEDULE, MakeEndpoint, Receiver
+
+
+@pytest.fixture
+async def account_id(db: Database, api_key: str) -> str:
+    async with db.read() as conn:
+        found = await conn.scalar(
+            select(api_keys.c.account_id).where(api_keys.c.key_hash == hash_key(api_key))
+        )
+    assert found
+    return str(found)
+
+
+@pytest.fixture
+def box() -> SecretBox:
+    return SecretBox("test-only-secret-key-0123456789abcdef")
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    server = await Receiver().start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+def config() -> DispatchConfig:
+    return DispatchConfig(
+        retry_schedule=SCHEDULE, timeout=2.0, allow_private=True, lease=10.0, poll_interval=0.2
+    )
+
+
+@pytest.fixture
+async def dispatcher(
+    db: Database, box: SecretBox, config: DispatchConfig
+) -> AsyncIterator[Dispatcher]:
+    """A dispatcher running in this test's event loop until the test ends."""
+    running = Dispatcher(db, box, config)
+    stopping = asyncio.Event()
+    task = asyncio.create_task(running.run(stopping))
+    yield running
+    stopping.set()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)
+
+
+@pytest.fixture
+def make_endpoint(db: Database, box: SecretBox, account_id: str) -> MakeEndpoint:
+    async def make(url: str, events: tuple[str, ...] = ("*",), **extra: object) -> tuple[str, str]:
+        async with db.unit_of_work() as uow:
+            endpoint_id, secret = await ops.create(
+                uow,
+                box,
+                account_id,
+                url=url,
+                events=events,
+                **extra,  # type: ignore[arg-type]
+            )
+        return endpoint_id, str(secret)
+
+    return make

@@ -1,0 +1,292 @@
+"""The dispatcher against real local receivers, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select
+
+from ustun.store import Database
+from ustun.webhooks import verify
+from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
+from ustun.webhooks.outbox import emit
+from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.tables import attempts, deliveries, endpoints, events
+from webhook_support import SCHEDULE, MakeEndpoint, Receiver, sleep, status, until
+
+
+async def send(db: Database, account_id: str, event_type: str, **data: Any) -> str:
+    async with db.unit_of_work() as uow:
+        return await emit(uow, account_id, event_type, {"id": "pay_1", **data})
+
+
+async def delivery_of(db: Database, event_id: str) -> Any:
+    async with db.read() as conn:
+        return (
+            await conn.execute(select(deliveries).where(deliveries.c.event_id == event_id))
+        ).one()
+
+
+async def attempts_of(db: Database, delivery_id: str) -> list[Any]:
+    async with db.read() as conn:
+        rows = await conn.execute(
+            select(attempts)
+            .where(attempts.c.delivery_id == delivery_id)
+            .order_by(attempts.c.attempted_at)
+        )
+        return list(rows)
+
+
+async def settled(db: Database, event_id: str, wanted: str) -> Any:
+    async def check() -> Any:
+        row = await delivery_of(db, event_id)
+        return row if row.status == wanted else None
+
+    return await until(check, what=f"delivery of {event_id} to be {wanted}")
+
+
+async def test_signed_delivery_verifies(
+    db: Database,
+    account_id: str,
+    receiver: Receiver,
+    make_endpoint: MakeEndpoint,
+    dispatcher: Dispatcher,
+) -> None:
+    _, secret = await make_endpoint(receiver.url())
+    event_id = await send(db, account_id, "payment.created", amount=100)
+    await settled(db, event_id, "succeeded")
+    got = receiver.received[0]
+    event = verify(secret, got.headers, got.body)
+    assert event["id"] == event_id == got.headers["webhook-id"]
+    assert event["type"] == "payment.created"
+    assert event["data"] == {"id": "pay_1", "amount": 100}
+    assert got.headers["User-Agent"].startswith("ustun/")
+    assert got.headers["Content-Type"] == "application/json"
+
+
+async def test_fails_twice_then_succeeds_with_three_attempts(
+    db: Database,
+    account_id: str,
+    receiver: Receiver,
+    make_endpoint: MakeEndpoint,
+    dispatcher: Dispatcher,
+) -> None:
+    receiver.script["/hook"] = [status(500), status(502)]
+    await make_endpoint(receiver.url())
+    event_id = await send(db, account_id, "payment.created")
+    row = await settled(db, event_id, "succeeded")
+    assert row.attempt_count == 3
+    tried = await attempts_of(db, row.id)
+    assert [a.status_code for a in tried] == [500, 502, 200]
+    assert tried[0].response == "answer 500"
+    assert all(a.latency_ms > 0 for a in tried)
+    assert len(receiver.bodies()) == 3
+    assert len({r.headers["webhook-id"] for r in receiver.received}) == 1
+
+
+async def test_receiver_down_then_up_loses_nothing(
+    db: Database, account_id: str, make_endpoint: MakeEndpoint, dispatcher: Dispatcher
+) -> None:
+    down = Receiver()
+    await make_endpoint(down.url())
+    sent = [await send(db, account_id, "payment.created", n=i) for i in range(20)]
+
+    async def all_tried() -> bool:
+        rows = [await delivery_of(db, e) for e in sent]
+        return all(r.attempt_count >= 1 for r in rows)
+
+    await until(all_tried, what="every delivery to fail once")
+    await down.start()
+    try:
+        for event_id in sent:
+            await settled(db, event_id, "succeeded")
+        got = {json.loads(b)["id"] for b in down.bodies()}
+        assert got == set(sent)
+    finally:
+        await down.stop()
+
+
+async def test_last_retry_failing_makes_it_dead(
+    db: Database,
+    account_id: str,
+    receiver: Receiver,
+    make_endpoint: MakeEndpoint,
+    dispatcher: Dispatcher,
+) -> None:
+    receiver.script["/hook"] = [status(500)] * (len(SCHEDULE) + 1)
+    await make_endpoint(receiver.url())
+    event_id = await send(db, account_id, "payment.created")
+    row = await settled(db, event_id, "dead")
+    assert row.attempt_count == len(SCHEDULE) + 1
+    assert row.next_attempt_at is None
+
+
+async def test_410_disables_the_endpoint_and_logs_it(
+    db: Database,
+    account_id: str,
+    receiver: Receiver,
+    make_endpoint: MakeEndpoint,
+    dispatcher: Dispatcher,
+) -> None:
+    receiver.script["/hook"] = [status(410)]
+    endpoint_id, _ = await make_endpoint(receiver.url(), ("payment.*",))
+    event_id = await send(db, account_id, "payment.created")
+    row = await settled(db, event_id, "dead")
+    assert row.attempt_count == 1
+    async with db.read() as conn:
+        endpoint = (
+            await conn.execute(select(endpoints).where(endpoints.c.id == endpoint_id))
+        ).one()
+        logged = (
+            await conn.execute(
+                select(events).where(
+                    events.c.account_id == account_id, events.c.type == "endpoint.disabled"
+                )
+            )
+        ).all()
+    assert endpoint.enabled is False
+    assert "410" in endpoint.disabled_reason
+    assert [json.loads(e.data)["id"] for e in logged] == [endpoint_id]
+    later = await send(db, account_id, "payment.created")
+    async with db.read() as conn:
+        assert not (
+            await conn.execute(select(deliveries).where(deliveries.c.event_id == later))
+        ).all()
+
+
+async def test_429_retry_after_is_honoured_and_clamped(
+    db: Database,
+    account_id: str,
+    receiver: Receiver,
+    make_endpoint: MakeEndpoint,
+    dispatcher: Dispatcher,
+) -> None:
+    # Scheduled delay 0.2 s ±20 %; Retry-After 1 is clamped to 2 x 0.2 = 0.4 s, never 1 s.
+    receiver.script["/hook"] = [status(429, {"Retry-After": "1"})]
+    await make_endpoint(receiver.url())
+    event_id = await send(db, account_id, "payment.created")
+    await settled(db, event_id, "succeeded")
+    first, second = receiver.received
+    assert 0.35 <= second.at - first.at < 0.9
+
+
+async def test_429_short_retry_after_comes_back_sooner_than_the_schedule(
+    db: Database,
+    account_id: str,
+    receiver: Receiver,
+    make_endpoint: MakeEndpoint,
+    dispatcher: Dispatcher,
+) -> None:
+    receiver.script["/hook"] = [status(500), status(503, {"Retry-After": "0"})]
+    await make_endpoint(receiver.url())
+    event_id = await send(db, account_id, "payment.created")
+    await settled(db, event_id, "succeeded")
+    _, second, third = receiver.received
+    # The schedule says 0.4 s ±20 % after the second attempt; Retry-After: 0 says now.
+    assert third.at - second.at < 0.3
+
+
+async def test_slow_endpoint_does_not_slow_another(
+    db: Database, account_id: str, make_endpoint: MakeEndpoint, dispatcher: Dispatcher
+) -> None:
+    slow, fast = Receiver(), Receiver()
+    await slow.start()
+    await fast.start()
+    try:
+        slow.script["/hook"] = [sleep(5)] * 40
+        await make_endpoint(slow.url(), ("slow.*",))
+        await make_endpoint(fast.url(), ("fast.*",))
+        for i in range(40):
+            await send(db, account_id, "slow.thing", n=i)
+        await until(lambda: _async(len(slow.received) >= 8), what="the slow endpoint to be busy")
+        started = time.monotonic()
+        fast_events = [await send(db, account_id, "fast.thing", n=i) for i in range(20)]
+        for event_id in fast_events:
+            await settled(db, event_id, "succeeded")
+        assert time.monotonic() - started < 1.5
+        # The cap (8 in flight) held: the slow endpoint never saw more at once.
+        assert len(slow.received) <= 8
+    finally:
+        await slow.stop()
+        await fast.stop()
+
+
+async def _async(value: bool) -> bool:
+    return value
+
+
+async def test_rate_limit_spaces_sends(
+    db: Database,
+    account_id: str,
+    receiver: Receiver,
+    make_endpoint: MakeEndpoint,
+    dispatcher: Dispatcher,
+) -> None:
+    await make_endpoint(receiver.url(), rate_limit=10.0)
+    sent = [await send(db, account_id, "payment.created", n=i) for i in range(6)]
+    for event_id in sent:
+        await settled(db, event_id, "succeeded")
+    times = sorted(r.at for r in receiver.received)
+    assert times[-1] - times[0] >= 0.45  # 6 sends at 10/s span at least 5 gaps of 0.1 s
+
+
+async def test_thin_payload_carries_only_id_and_url(
+    db: Database,
+    account_id: str,
+    receiver: Receiver,
+    make_endpoint: MakeEndpoint,
+    dispatcher: Dispatcher,
+) -> None:
+    await make_endpoint(receiver.url(), payload="thin")
+    async with db.unit_of_work() as uow:
+        event_id = await emit(
+            uow,
+            account_id,
+            "payment.created",
+            {"id": "pay_9", "amount": 5},
+            object_url="/v1/payments/pay_9",
+        )
+    await settled(db, event_id, "succeeded")
+    assert json.loads(receiver.bodies()[0])["data"] == {"id": "pay_9", "url": "/v1/payments/pay_9"}
+
+
+async def test_endpoint_failing_past_the_limit_is_disabled(
+    db: Database,
+    account_id: str,
+    box: SecretBox,
+    config: DispatchConfig,
+    make_endpoint: MakeEndpoint,
+) -> None:
+    """The 5-day rule, with the 5 days shortened to half a second."""
+    down = Receiver()  # never started: every attempt fails to connect
+    endpoint_id, _ = await make_endpoint(down.url())
+    quick = dataclasses.replace(config, disable_after=timedelta(seconds=0.5))
+    stopping = asyncio.Event()
+    task = asyncio.create_task(Dispatcher(db, box, quick).run(stopping))
+    try:
+        await send(db, account_id, "payment.created")
+
+        async def disabled() -> bool:
+            async with db.read() as conn:
+                return not await conn.scalar(
+                    select(endpoints.c.enabled).where(endpoints.c.id == endpoint_id)
+                )
+
+        await until(disabled, what="the failing endpoint to be disabled")
+    finally:
+        stopping.set()
+        await asyncio.wait_for(task, 10)
+    async with db.read() as conn:
+        logged = (
+            await conn.execute(
+                select(events.c.data).where(
+                    events.c.account_id == account_id, events.c.type == "endpoint.disabled"
+                )
+            )
+        ).all()
+    assert [json.loads(row.data)["id"] for row in logged] == [endpoint_id]
