@@ -1,4 +1,5 @@
-"""`pip install ustun` (httpx only) is enough for the client: nothing of the server is imported."""
+"""`pip install ustun` (httpx only) is enough for the client and for verifying webhooks:
+nothing of the server is imported."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ SERVER_ONLY = ("sqlalchemy", "fastapi", "starlette", "aiohttp", "pydantic", "uvi
 PACKAGE = Path(ustun.__file__).parent
 
 
-@pytest.mark.parametrize("module", ["ustun.client", "ustun.errors"])
-def test_importing_pulls_in_no_server_dependency(module: str) -> None:
+@pytest.mark.parametrize(
+    "statement", ["import ustun.client", "import ustun.errors", "from ustun.webhooks import verify"]
+)
+def test_importing_pulls_in_no_server_dependency(statement: str) -> None:
     code = (
-        f"import json, sys, {module}; "
+        f"import json, sys; {statement}; "
         f"print(json.dumps([m for m in {SERVER_ONLY!r} if m in sys.modules]))"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
