@@ -11,6 +11,11 @@ DEFAULT_IDEMPOTENCY_LEASE = 30
 DEFAULT_WEBHOOK_RETRY_SCHEDULE = (5, 300, 1_800, 7_200, 18_000, 36_000, 50_400, 72_000, 86_400)
 DEFAULT_WEBHOOK_TIMEOUT = 15
 DEFAULT_SIGNATURE_TOLERANCE = 300
+DEFAULT_JOB_LEASE = 30
+DEFAULT_JOB_POLL_INTERVAL = 1.0
+DEFAULT_JOB_MAX_ATTEMPTS = 5
+DEFAULT_JOB_RETRY_BASE = 2.0
+DEFAULT_JOB_RETENTION = 7 * 86_400
 # A worker holds claimed webhook deliveries this long before another worker may take them over.
 DEFAULT_WEBHOOK_LEASE = 60
 
@@ -32,6 +37,12 @@ class Settings(BaseSettings):
     signature_tolerance: int = Field(default=DEFAULT_SIGNATURE_TOLERANCE, ge=0)
     secret_key: str | None = None
     log_level: str = "info"
+    job_lease: float = Field(default=DEFAULT_JOB_LEASE, gt=0)
+    job_poll_interval: float = Field(default=DEFAULT_JOB_POLL_INTERVAL, gt=0)
+    job_retry_base: float = Field(default=DEFAULT_JOB_RETRY_BASE, ge=0)
+    job_retention: float = Field(default=DEFAULT_JOB_RETENTION, gt=0)
+    # Comma-separated modules imported by every worker so that they can register job kinds.
+    job_modules: str = ""
 
     @field_validator("webhook_retry_schedule")
     @classmethod

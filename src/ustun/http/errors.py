@@ -6,6 +6,11 @@ UstunError
 │   ├── PreconditionFailedError    412: If-Match / If-None-Match / If-Unmodified-Since was false
 │   ├── NotFoundError              404: nothing at this URL for this account
 │   └── StateConflictError         409: the version matched but a business rule refused the change
+│       └── IllegalTransition      409: a move the resource's transition table forbids
+├── JobInterrupted                 a running job must stop now (raised by its context)
+│   ├── JobCancelled               somebody asked to cancel it
+│   └── LeaseLost                  its lease expired and another worker may hold it
+├── TransientError                 raised by a job to say "try me again later" (retried)
 ├── SignatureError                 a webhook failed Standard Webhooks verification
 │   ├── MissingHeaders             a webhook-id, -timestamp or -signature header absent or malformed
 │   ├── TimestampOutOfRange        webhook-timestamp further from now than the tolerance
@@ -75,6 +80,35 @@ class StateConflictError(ProblemError):
 
     def __init__(self, detail: str, **extensions: Any) -> None:
         super().__init__("state-conflict", detail, **extensions)
+
+
+class IllegalTransition(StateConflictError):
+    """A state change that the resource's transition table does not allow (409 state-conflict)."""
+
+    def __init__(self, resource: str, current: str, target: str) -> None:
+        super().__init__(
+            f"The {resource} is {current}; it cannot become {target}.",
+            current=current,
+            target=target,
+        )
+        self.current = current
+        self.target = target
+
+
+class JobInterrupted(UstunError):
+    """A running job has to stop: raised from its context's `checkpoint()` / `progress()`."""
+
+
+class JobCancelled(JobInterrupted):
+    """The job's cancellation was requested; the job ends `cancelled`."""
+
+
+class LeaseLost(JobInterrupted):
+    """The worker no longer holds the job's lease, so it must not write its outcome."""
+
+
+class TransientError(UstunError):
+    """A job failed for a reason that may pass (a timeout, a busy dependency): retry it later."""
 
 
 class SignatureError(UstunError):

@@ -134,6 +134,13 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "The request body's Content-Type is not one this route accepts.",
         ),
         ProblemType(
+            "job-failed",
+            500,
+            "Job failed",
+            "The asynchronous job failed after its retries were used up (or with an error that "
+            "retrying cannot fix). Nothing of it was kept; start a new job to try again.",
+        ),
+        ProblemType(
             "not-ready",
             503,
             "Not ready",

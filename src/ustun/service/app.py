@@ -12,9 +12,11 @@ from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
 from ustun.service import (
     documents,
     health,
+    jobs,
     ledger_accounts,
     payments,
     problems,
+    reports,
     transfers,
     webhook_deliveries,
     webhook_endpoints,
@@ -57,6 +59,8 @@ def create_app(
     app.include_router(ledger_accounts.router)
     app.include_router(transfers.router)
     app.include_router(documents.router)
+    app.include_router(reports.router)
+    app.include_router(jobs.router)
     app.include_router(webhook_endpoints.router)
     app.include_router(webhook_events.router)
     app.include_router(webhook_deliveries.router)

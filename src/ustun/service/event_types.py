@@ -54,6 +54,24 @@ ENDPOINT_DISABLED: dict[str, Any] = {
     },
 }
 
+JOB: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "kind", "status", "progress", "created_at", "result_url", "error"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^job_"},
+        "object": {"const": "job"},
+        "kind": {"type": "string"},
+        "status": {"enum": ["done", "failed"]},
+        "progress": {"type": "integer", "minimum": 0, "maximum": 100},
+        "created_at": _TIMESTAMP,
+        "started_at": {**_TIMESTAMP, "type": ["string", "null"]},
+        "completed_at": {**_TIMESTAMP, "type": ["string", "null"]},
+        "result_url": {"type": ["string", "null"]},
+        "error": {"type": ["object", "null"], "description": "An RFC 9457 problem object."},
+        "cancel_requested": {"type": "boolean"},
+    },
+}
+
 PING: dict[str, Any] = {
     "type": "object",
     "required": ["endpoint_id"],
@@ -90,6 +108,8 @@ CATALOGUE: tuple[EventType, ...] = (
     EventType("payment.failed", "A pending payment failed.", PAYMENT),
     EventType("payment.cancelled", "A pending payment was cancelled.", PAYMENT),
     EventType("transfer.completed", "Money moved between two ledger accounts.", TRANSFER),
+    EventType("job.completed", "An asynchronous job finished; `result_url` has its result.", JOB),
+    EventType("job.failed", "An asynchronous job failed; `error` is a problem object.", JOB),
     EventType(
         "endpoint.disabled",
         "A webhook endpoint was disabled (410 Gone, 5 days of failures, or by request).",

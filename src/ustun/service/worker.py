@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from ustun.idempotency import SqlRecordStore, sweeper
+from ustun.service.job_loops import job_loops
 from ustun.service.webhook_runtime import dispatcher
 from ustun.settings import Settings
 from ustun.store import Database
@@ -28,7 +29,8 @@ class Worker:
         self.db = db
         self.settings = settings
         self.concurrency = concurrency
-        self.loops: list[Loop] = [dispatcher(db, settings).run]
+        self.loops: list[Loop] = [*job_loops(db, settings, concurrency)]
+        self.loops.append(dispatcher(db, settings).run)
         self.loops.append(sweeper(SqlRecordStore(db)))
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []

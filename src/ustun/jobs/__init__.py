@@ -1,0 +1,49 @@
+"""Asynchronous work: a durable job queue on SQLite or PostgreSQL.
+
+    from ustun.jobs import job_kind, enqueue
+
+    @job_kind("thumbnail")
+    async def thumbnail(ctx):            # ctx: JobContext
+        await ctx.progress(50)           # 0-100; raises JobCancelled if cancelled
+        return Result(png, "image/png", "thumb.png")
+
+    async with db.unit_of_work():        # the job commits with the caller's writes
+        job = await enqueue(db, "thumbnail", {"doc": doc_id}, account_id=account.id)
+
+`Runner(db).run(stopping)` claims and runs jobs (the service `Worker` starts it).
+"""
+
+from ustun.jobs.context import JobContext
+from ustun.jobs.queue import cancel, enqueue, events_after, get, purge, result
+from ustun.jobs.records import Job, JobEvent, Result
+from ustun.jobs.registry import FinalHook, JobKind, Registry, job_kind, registry
+from ustun.jobs.runner import Runner
+from ustun.jobs.states import CANCELLED, DONE, FAILED, FINAL, PENDING, PROCESSING, STATUSES
+from ustun.jobs.sweeper import purge_loop
+
+__all__ = [
+    "CANCELLED",
+    "DONE",
+    "FAILED",
+    "FINAL",
+    "PENDING",
+    "PROCESSING",
+    "STATUSES",
+    "FinalHook",
+    "Job",
+    "JobContext",
+    "JobEvent",
+    "JobKind",
+    "Registry",
+    "Result",
+    "Runner",
+    "cancel",
+    "enqueue",
+    "events_after",
+    "get",
+    "job_kind",
+    "purge",
+    "purge_loop",
+    "registry",
+    "result",
+]

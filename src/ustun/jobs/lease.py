@@ -1,0 +1,323 @@
+"""What workers do with jobs: claim a batch, renew leases, report progress, record the outcome.
+
+A claim increments `attempts`; every later write of that worker matches on
+`(id, status='processing', locked_by, attempts)`, so a worker that lost its lease (it stalled,
+its lease expired, another worker re-claimed the job) can no longer change the job: the
+fencing token of DESIGN.md's idempotency records, applied to jobs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    String,
+    Update,
+    bindparam,
+    func,
+    insert,
+    select,
+    tuple_,
+    update,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ustun import clock
+from ustun.http.errors import LeaseLost
+from ustun.http.problem import problem
+from ustun.jobs import states
+from ustun.jobs.queue import status_is
+from ustun.jobs.records import Job, Result
+from ustun.jobs.registry import FinalHook
+from ustun.jobs.tables import job_results, jobs
+from ustun.store import Database, UnitOfWork
+from ustun.store.types import UTCDateTime
+from ustun.store.uow import current_unit_of_work
+
+
+@asynccontextmanager
+async def _one_statement(db: Database, *, alone: bool = True) -> AsyncIterator[AsyncConnection]:
+    """Where to run a write that is ONE self-contained statement.
+
+    On PostgreSQL, outside any unit of work, an autocommit connection: the statement is its own
+    transaction, one round trip instead of three (BEGIN, statement, COMMIT). Elsewhere (SQLite:
+    `BEGIN IMMEDIATE` and the process write lock), or when not `alone`, a unit of work.
+    """
+    if db.is_sqlite or not alone or current_unit_of_work() is not None:
+        async with db.unit_of_work() as uow:
+            yield uow.conn
+        return
+    async with db.engine.connect() as conn:
+        yield await conn.execution_options(isolation_level="AUTOCOMMIT")
+
+
+def _held(job: Job) -> list[ColumnElement[bool]]:
+    return [
+        jobs.c.id == job.id,
+        status_is(states.PROCESSING),
+        jobs.c.locked_by == job.locked_by,
+        jobs.c.attempts == job.attempts,
+    ]
+
+
+def _claim_statement(skip_locked: bool) -> Update:
+    """The claim, built once: a bounded pick of due pending jobs, moved to processing."""
+    now = bindparam("now", type_=UTCDateTime())
+    pick = (
+        select(jobs.c.id)
+        .where(
+            status_is(states.PENDING),
+            jobs.c.run_at <= now,
+            jobs.c.kind.in_(bindparam("kinds", expanding=True)),
+        )
+        .order_by(jobs.c.run_at, jobs.c.id)
+        .limit(bindparam("limit", type_=Integer()))
+    )
+    if skip_locked:
+        pick = pick.with_for_update(skip_locked=True)
+    batch = pick.cte("batch")
+    return (
+        update(jobs)
+        .where(jobs.c.id.in_(select(batch.c.id)))
+        .values(
+            status=states.check(states.PENDING, states.PROCESSING),
+            attempts=jobs.c.attempts + 1,
+            locked_by=bindparam("claimer", type_=String()),
+            lease_until=bindparam("leased_until", type_=UTCDateTime()),
+            started_at=func.coalesce(jobs.c.started_at, now),
+            updated_at=now,
+            version=jobs.c.version + 1,
+        )
+        .returning(*jobs.c)
+    )
+
+
+_CLAIM = {skip_locked: _claim_statement(skip_locked) for skip_locked in (False, True)}
+
+
+async def claim(
+    db: Database, *, worker_id: str, kinds: Sequence[str], limit: int, lease: float
+) -> list[Job]:
+    """Move up to `limit` due pending jobs of `kinds` to processing, leased to `worker_id`.
+
+    PostgreSQL: a CTE picks the batch with `FOR UPDATE SKIP LOCKED`, so concurrent workers take
+    disjoint batches without waiting. SQLite: the unit of work is `BEGIN IMMEDIATE`, so the
+    pick and the update are already serialised against every other writer.
+    """
+    now = clock.now()
+    params = {
+        "now": now,
+        "kinds": list(kinds),
+        "limit": limit,
+        "claimer": worker_id,
+        "leased_until": now + timedelta(seconds=lease),
+    }
+    async with _one_statement(db) as conn:
+        rows = (await conn.execute(_CLAIM[not db.is_sqlite], params)).all()
+    return sorted((Job.from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
+
+
+async def renew(
+    db: Database, *, worker_id: str, job_ids: Sequence[str], lease: float
+) -> dict[str, bool]:
+    """Extend the leases `worker_id` still holds; return {job id: cancel requested} for them."""
+    async with _one_statement(db) as conn:
+        rows = (
+            await conn.execute(
+                update(jobs)
+                .where(
+                    jobs.c.id.in_(job_ids),
+                    status_is(states.PROCESSING),
+                    jobs.c.locked_by == worker_id,
+                )
+                .values(lease_until=clock.now() + timedelta(seconds=lease))
+                .returning(jobs.c.id, jobs.c.cancel_requested)
+            )
+        ).all()
+    return {row.id: row.cancel_requested for row in rows}
+
+
+async def set_progress(db: Database, job: Job, percent: int) -> bool:
+    """Record progress; return whether cancellation was requested. Raises `LeaseLost`."""
+    async with _one_statement(db) as conn:
+        row = (
+            await conn.execute(
+                update(jobs)
+                .where(*_held(job))
+                .values(progress=percent, version=jobs.c.version + 1, updated_at=clock.now())
+                .returning(jobs.c.cancel_requested)
+            )
+        ).first()
+    if row is None:
+        raise LeaseLost(f"job {job.id} is no longer leased to {job.locked_by}")
+    return bool(row.cancel_requested)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a run ended: the status to record, with its result, its error or its retry delay."""
+
+    status: str
+    result: Result | None = None
+    error: dict[str, Any] | None = None
+    retry_in: float = 0.0
+
+
+DONE = Outcome(states.DONE)
+
+
+def _outcome_values(status: str, outcome: Outcome, now: datetime) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "status": states.check(status, outcome.status),
+        "locked_by": None,
+        "lease_until": None,
+        "error": outcome.error,
+        "version": jobs.c.version + 1,
+        "updated_at": now,
+    }
+    if outcome.status == states.PENDING:
+        values["run_at"] = now + timedelta(seconds=outcome.retry_in)
+    else:
+        values["completed_at"] = now
+    if outcome.status == states.DONE:
+        values.update(progress=100, has_result=outcome.result is not None)
+    return values
+
+
+async def finish(
+    db: Database, job: Job, outcome: Outcome, *, hooks: Sequence[FinalHook] = ()
+) -> Job:
+    """Move a held job to the outcome's status (done, failed, cancelled, or pending to retry).
+
+    The result, the event and the final hooks (the webhook outbox) commit with the state, or
+    nothing does. Raises `LeaseLost` if the job is no longer ours.
+    """
+    now = clock.now()
+    async with db.unit_of_work() as uow:
+        row = (
+            await uow.conn.execute(
+                update(jobs)
+                .where(*_held(job))
+                .values(**_outcome_values(job.status, outcome, now))
+                .returning(*jobs.c)
+            )
+        ).first()
+        if row is None:
+            raise LeaseLost(f"job {job.id} is no longer leased to {job.locked_by}")
+        changed = Job.from_row(row)
+        if outcome.result is not None:
+            await uow.conn.execute(
+                insert(job_results).values(
+                    job_id=job.id,
+                    media_type=outcome.result.media_type,
+                    filename=outcome.result.filename,
+                    content=outcome.result.content,
+                    created_at=now,
+                )
+            )
+        await _run_hooks(uow, [changed], hooks)
+    return changed
+
+
+async def settle(
+    db: Database, batch: Sequence[tuple[Job, Outcome]], *, hooks: Sequence[FinalHook] = ()
+) -> dict[str, Job | None]:
+    """Record many outcomes in ONE transaction: one commit for a whole batch of jobs.
+
+    Plain `done` outcomes share one UPDATE; the others go one by one. Returns each job's new
+    row, or None for a job whose lease was lost (its outcome is dropped, the rest commit).
+    """
+    settled: dict[str, Job | None] = {job.id: None for job, _ in batch}
+    plain = [job for job, outcome in batch if outcome == DONE]
+    async with _one_statement(db, alone=len(plain) == len(batch) and not hooks) as conn:
+        if plain:
+            held = tuple_(jobs.c.id, jobs.c.attempts, jobs.c.locked_by)
+            rows = (
+                await conn.execute(
+                    update(jobs)
+                    .where(
+                        held.in_([(j.id, j.attempts, j.locked_by) for j in plain]),
+                        status_is(states.PROCESSING),
+                    )
+                    .values(**_outcome_values(states.PROCESSING, DONE, clock.now()))
+                    .returning(*jobs.c)
+                )
+            ).all()
+            changed = [Job.from_row(row) for row in rows]
+            settled.update((job.id, job) for job in changed)
+            if hooks:
+                uow = current_unit_of_work()
+                assert uow is not None, "with hooks, settle runs in a unit of work"
+                await _run_hooks(uow, changed, hooks)
+        for job, outcome in batch:
+            if outcome != DONE:
+                with contextlib.suppress(LeaseLost):
+                    settled[job.id] = await finish(db, job, outcome, hooks=hooks)
+    return settled
+
+
+async def _run_hooks(uow: UnitOfWork, changed: Sequence[Job], hooks: Sequence[FinalHook]) -> None:
+    for job in changed:
+        if job.status in (states.DONE, states.FAILED):
+            for hook in hooks:
+                await hook(uow, job)
+
+
+async def recover_expired(db: Database, *, hooks: Sequence[FinalHook] = ()) -> list[Job]:
+    """Give back every job whose lease expired (its worker died or stalled): no manual rescue.
+
+    It goes back to pending while it has attempts left, to cancelled if that was asked for,
+    and to failed (with a problem) once its attempts are used up.
+    """
+    now = clock.now()
+    expired = [status_is(states.PROCESSING), jobs.c.lease_until < now]
+    common: dict[str, Any] = {
+        "locked_by": None,
+        "lease_until": None,
+        "version": jobs.c.version + 1,
+        "updated_at": now,
+    }
+    lost = problem(
+        "job-failed",
+        "The job's worker stopped answering on every attempt (it crashed or was killed).",
+    )
+    outcomes: list[tuple[list[ColumnElement[bool]], dict[str, Any]]] = [
+        (
+            [~jobs.c.cancel_requested, jobs.c.attempts < jobs.c.max_attempts],
+            {"status": states.check(states.PROCESSING, states.PENDING), "run_at": now},
+        ),
+        (
+            [jobs.c.cancel_requested],
+            {"status": states.check(states.PROCESSING, states.CANCELLED), "completed_at": now},
+        ),
+        (
+            [~jobs.c.cancel_requested, jobs.c.attempts >= jobs.c.max_attempts],
+            {
+                "status": states.check(states.PROCESSING, states.FAILED),
+                "completed_at": now,
+                "error": lost,
+            },
+        ),
+    ]
+    recovered: list[Job] = []
+    async with db.unit_of_work() as uow:
+        for where, values in outcomes:
+            rows = (
+                await uow.conn.execute(
+                    update(jobs)
+                    .where(*expired, *where)
+                    .values(**common, **values)
+                    .returning(*jobs.c)
+                )
+            ).all()
+            changed = [Job.from_row(r) for r in rows]
+            await _run_hooks(uow, changed, hooks)
+            recovered += changed
+    return recovered

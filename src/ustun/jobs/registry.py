@@ -1,0 +1,85 @@
+"""The registry of job kinds: a name, the coroutine that runs it, and its retry policy.
+
+An app adds its own kinds with `@job_kind("name")`; a worker runs only the kinds it knows
+(modules named in `USTUN_JOB_MODULES` are imported by `ustun worker` to register theirs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ustun.http.errors import TransientError
+from ustun.jobs.records import Job, Result
+from ustun.store import UnitOfWork
+
+if TYPE_CHECKING:
+    from ustun.jobs.context import JobContext
+
+Handler = Callable[["JobContext"], Awaitable[Result | None]]
+# Runs inside the transaction that gives a job its final state (done or failed): an outbox.
+FinalHook = Callable[[UnitOfWork, Job], Awaitable[None]]
+
+DEFAULT_RETRY_ON: tuple[type[BaseException], ...] = (TransientError, OSError, TimeoutError)
+
+
+@dataclass(frozen=True, slots=True)
+class JobKind:
+    """A registered kind of job."""
+
+    name: str
+    handler: Handler
+    max_attempts: int | None
+    retry_on: tuple[type[BaseException], ...]
+
+
+class Registry:
+    """Job kinds by name, plus hooks to run when a job reaches `done` or `failed`."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, JobKind] = {}
+        self.final_hooks: list[FinalHook] = []
+
+    def register(
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        max_attempts: int | None = None,
+        retry_on: tuple[type[BaseException], ...] = DEFAULT_RETRY_ON,
+    ) -> None:
+        """Add (or replace) the kind `name`."""
+        self._kinds[name] = JobKind(name, handler, max_attempts, retry_on)
+
+    def kind(
+        self,
+        name: str,
+        *,
+        max_attempts: int | None = None,
+        retry_on: tuple[type[BaseException], ...] = DEFAULT_RETRY_ON,
+    ) -> Callable[[Handler], Handler]:
+        """Decorator form of `register`."""
+
+        def decorate(handler: Handler) -> Handler:
+            self.register(name, handler, max_attempts=max_attempts, retry_on=retry_on)
+            return handler
+
+        return decorate
+
+    def on_final(self, hook: FinalHook) -> None:
+        """Run `hook` in the same transaction as every job's final `done` / `failed` state."""
+        if hook not in self.final_hooks:
+            self.final_hooks.append(hook)
+
+    def get(self, name: str) -> JobKind | None:
+        """The kind called `name`, if registered."""
+        return self._kinds.get(name)
+
+    def names(self) -> list[str]:
+        """Every registered kind's name."""
+        return sorted(self._kinds)
+
+
+registry = Registry()
+job_kind = registry.kind

@@ -1,0 +1,262 @@
+"""The job runner: a loop for the service `Worker` that claims, runs and settles jobs.
+
+One loop per process claims batches up to its free slots, runs each job as a task, renews
+the leases of running jobs by heartbeat, and returns expired leases of dead workers to the
+queue. It sleeps until woken (NOTIFY, an in-process enqueue, a slot freeing) or the poll
+interval passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+
+from ustun import ids
+from ustun.http.errors import JobCancelled, LeaseLost, ProblemError
+from ustun.http.problem import problem
+from ustun.jobs import lease, states, wakeup
+from ustun.jobs.context import JobContext
+from ustun.jobs.records import Job
+from ustun.jobs.registry import JobKind, Registry, registry
+from ustun.settings import (
+    DEFAULT_JOB_LEASE,
+    DEFAULT_JOB_POLL_INTERVAL,
+    DEFAULT_JOB_RETRY_BASE,
+)
+from ustun.store import Database
+
+log = logging.getLogger("ustun.jobs")
+
+RETRY_CAP = 3_600.0
+RETRY_JITTER = 0.2
+SHUTDOWN_GRACE = 10.0
+SETTLE_BATCH = 200
+CLAIM_GATHER = 0.02
+
+
+def retry_delay(attempt: int, base: float, cap: float = RETRY_CAP) -> float:
+    """Exponential backoff with ±20 % jitter: base·2^(attempt-1), capped."""
+    delay = min(cap, base * 2.0 ** (attempt - 1))
+    return delay * random.uniform(1 - RETRY_JITTER, 1 + RETRY_JITTER)
+
+
+@dataclass
+class _Running:
+    ctx: JobContext
+    task: asyncio.Task[None] | None = None
+    settling: bool = field(default=False)
+
+
+class Runner:
+    """Runs jobs of the kinds in `kinds` with at most `concurrency` at once."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        kinds: Registry = registry,
+        concurrency: int = 4,
+        lease_seconds: float = DEFAULT_JOB_LEASE,
+        poll_interval: float = DEFAULT_JOB_POLL_INTERVAL,
+        retry_base: float = DEFAULT_JOB_RETRY_BASE,
+    ) -> None:
+        self.db = db
+        self.kinds = kinds
+        self.concurrency = concurrency
+        self.lease = lease_seconds
+        self.poll_interval = poll_interval
+        self.retry_base = retry_base
+        self.worker_id = ids.new_id("wrk")
+        self._running: dict[str, _Running] = {}
+        self._wake = asyncio.Event()
+        self._outcomes: list[tuple[Job, lease.Outcome, asyncio.Future[Job | None]]] = []
+        self._outcome_ready = asyncio.Event()
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Claim and run jobs until `stopping` is set, then let running jobs finish or release."""
+        self._wake, self._outcome_ready = asyncio.Event(), asyncio.Event()
+        wakeup.subscribe(self._wake)
+        helpers = [
+            asyncio.create_task(self._heartbeat(stopping)),
+            asyncio.create_task(self._wake_on(stopping)),
+            asyncio.create_task(self._settler()),
+        ]
+        if not self.db.is_sqlite:
+            helpers.append(asyncio.create_task(wakeup.listen(self.db, self._wake, stopping)))
+        try:
+            await self._claim_loop(stopping)
+        finally:
+            wakeup.unsubscribe(self._wake)
+            await self._drain()
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+
+    async def _wake_on(self, stopping: asyncio.Event) -> None:
+        await stopping.wait()
+        self._wake.set()
+
+    async def _claim_loop(self, stopping: asyncio.Event) -> None:
+        recover_every = max(0.5, min(self.poll_interval, self.lease / 4))
+        next_recovery = last_claim = 0.0
+        while not stopping.is_set():
+            self._wake.clear()
+            if time.monotonic() >= next_recovery:
+                next_recovery = time.monotonic() + recover_every
+                await lease.recover_expired(self.db, hooks=self.kinds.final_hooks)
+            free = self.concurrency - len(self._running)
+            if free > 0:
+                # Under a stream of enqueues every commit NOTIFYs: gather them into batches.
+                await asyncio.sleep(max(0.0, last_claim + CLAIM_GATHER - time.monotonic()))
+                last_claim = time.monotonic()
+                free = self.concurrency - len(self._running)
+                claimed = await lease.claim(
+                    self.db,
+                    worker_id=self.worker_id,
+                    kinds=self.kinds.names(),
+                    limit=free,
+                    lease=self.lease,
+                )
+                for job in claimed:
+                    self._start(job)
+                if claimed:
+                    continue  # more may be due; with no slot left, the next pass waits
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+
+    def _start(self, job: Job) -> None:
+        stale = self._running.get(job.id)
+        if stale is not None and stale.task is not None:
+            # Re-claimed here while an earlier run still goes on: that run lost its lease.
+            stale.ctx.lost = True
+            stale.task.cancel()
+        running = _Running(JobContext(job, self.db))
+        self._running[job.id] = running
+        running.task = asyncio.create_task(self._execute(running), name=f"job {job.id}")
+
+    async def _execute(self, running: _Running) -> None:
+        ctx = running.ctx
+        job = ctx.job
+        try:
+            kind = self.kinds.get(job.kind)
+            assert kind is not None, "claimed only registered kinds"
+            outcome = await self._outcome(kind, ctx)
+            running.settling = True
+            if await self._settle(job, outcome) is None:
+                raise LeaseLost(job.id)
+        except LeaseLost:
+            log.warning("job %s: lease lost; another worker owns it now", job.id)
+        except asyncio.CancelledError:
+            if not ctx.lost and not running.settling:
+                # Shutting down: hand the job back at once rather than wait for its lease.
+                with contextlib.suppress(Exception):
+                    await lease.finish(self.db, job, lease.Outcome(states.PENDING))
+            raise
+        except Exception:
+            log.exception("job %s: could not record its outcome; its lease will expire", job.id)
+        finally:
+            # The same job may already run here again (re-claimed after this run lost it).
+            if self._running.get(job.id) is running:
+                del self._running[job.id]
+            self._wake.set()
+
+    async def _outcome(self, kind: JobKind, ctx: JobContext) -> lease.Outcome:
+        job = ctx.job
+        try:
+            result = await kind.handler(ctx)
+        except JobCancelled:
+            return lease.Outcome(states.CANCELLED)
+        except LeaseLost:
+            raise
+        except Exception as exc:
+            error = _as_problem(exc, job)
+            if isinstance(exc, kind.retry_on) and job.attempts < job.max_attempts:
+                delay = retry_delay(job.attempts, self.retry_base)
+                log.warning("job %s failed (%r); retry in %.1f s", job.id, exc, delay)
+                return lease.Outcome(states.PENDING, error=error, retry_in=delay)
+            log.error("job %s failed for good", job.id, exc_info=exc)
+            return lease.Outcome(states.FAILED, error=error)
+        return lease.Outcome(states.DONE, result=result)
+
+    def _settle(self, job: Job, outcome: lease.Outcome) -> asyncio.Future[Job | None]:
+        """Queue an outcome for the settler, which commits whatever is queued in one go."""
+        settled: asyncio.Future[Job | None] = asyncio.get_running_loop().create_future()
+        self._outcomes.append((job, outcome, settled))
+        self._outcome_ready.set()
+        return settled
+
+    async def _settler(self) -> None:
+        """Record queued outcomes a batch per transaction: jobs ending together share a commit."""
+        while True:
+            await self._outcome_ready.wait()
+            await asyncio.sleep(0)  # let jobs finishing in this same tick join the batch
+            self._outcome_ready.clear()
+            batch, self._outcomes = self._outcomes[:SETTLE_BATCH], self._outcomes[SETTLE_BATCH:]
+            if self._outcomes:
+                self._outcome_ready.set()
+            try:
+                settled = await lease.settle(
+                    self.db,
+                    [(job, outcome) for job, outcome, _ in batch],
+                    hooks=self.kinds.final_hooks,
+                )
+            except Exception as exc:
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for job, _, future in batch:
+                if not future.done():
+                    future.set_result(settled[job.id])
+
+    async def _heartbeat(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), self.lease / 3)
+            await self._renew()
+
+    async def _renew(self) -> None:
+        held = {job_id: r for job_id, r in self._running.items() if not r.settling}
+        if not held:
+            return
+        try:
+            alive = await lease.renew(
+                self.db, worker_id=self.worker_id, job_ids=list(held), lease=self.lease
+            )
+        except Exception:
+            log.exception("could not renew job leases; retrying at the next heartbeat")
+            return
+        for job_id, running in held.items():
+            if running.settling:
+                continue
+            if job_id not in alive:
+                running.ctx.lost = True
+                if running.task is not None:
+                    running.task.cancel()
+            elif alive[job_id]:
+                running.ctx.cancel_requested = True
+
+    async def _drain(self) -> None:
+        """On shutdown: give running jobs a grace period, then stop them (their leases lapse)."""
+        tasks = [r.task for r in self._running.values() if r.task is not None]
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _as_problem(exc: Exception, job: Job) -> dict[str, object]:
+    if isinstance(exc, ProblemError):
+        with contextlib.suppress(ValueError):
+            return problem(exc.slug, exc.detail, status=exc.status, **exc.extensions)
+    return problem(
+        "job-failed",
+        f"{type(exc).__name__} on attempt {job.attempts} of {job.max_attempts}; "
+        "the worker's log has the details.",
+    )

@@ -1,0 +1,81 @@
+"""Tables of the jobs pillar: the queue itself, its event log (for SSE) and stored results."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    text,
+)
+
+from ustun.store.tables import metadata
+from ustun.store.types import UTCDateTime
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", String(40), ForeignKey("accounts.id"), nullable=True),
+    Column("kind", String(100), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("payload", JSON(), nullable=False),
+    Column("progress", Integer(), nullable=False),
+    # Incremented by every claim: the fencing token that makes a stale worker's writes no-ops.
+    Column("attempts", Integer(), nullable=False),
+    Column("max_attempts", Integer(), nullable=False),
+    Column("run_at", UTCDateTime(), nullable=False),
+    Column("locked_by", String(40), nullable=True),
+    Column("lease_until", UTCDateTime(), nullable=True),
+    Column("cancel_requested", Boolean(), nullable=False),
+    Column("error", JSON(), nullable=True),
+    Column("has_result", Boolean(), nullable=False),
+    # Bumped on every visible change: the strong ETag and the SSE event id.
+    Column("version", Integer(), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Column("started_at", UTCDateTime(), nullable=True),
+    Column("completed_at", UTCDateTime(), nullable=True),
+    Index("ix_jobs_account_id_id", "account_id", "id"),
+    Index(
+        "ix_jobs_pending_run_at",
+        "run_at",
+        "id",
+        postgresql_where=text("status = 'pending'"),
+        sqlite_where=text("status = 'pending'"),
+    ),
+    Index(
+        "ix_jobs_processing_lease",
+        "lease_until",
+        postgresql_where=text("status = 'processing'"),
+        sqlite_where=text("status = 'processing'"),
+    ),
+    Index("ix_jobs_completed_at", "completed_at"),
+)
+
+job_events = Table(
+    "job_events",
+    metadata,
+    Column("job_id", String(40), ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("version", Integer(), primary_key=True),
+    Column("type", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("progress", Integer(), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+)
+
+job_results = Table(
+    "job_results",
+    metadata,
+    Column("job_id", String(40), ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("media_type", String(100), nullable=False),
+    Column("filename", String(200), nullable=False),
+    Column("content", LargeBinary(), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+)
