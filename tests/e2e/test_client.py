@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from local_servers import CuttingProxy
@@ -16,6 +17,7 @@ from support import BACKENDS, Server, drop_pg_database, make_pg_database, wait_f
 from ustun.client import AsyncClient, Client
 
 pytestmark = pytest.mark.e2e
+README = Path(__file__).parents[2] / "README.md"
 KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 
 
@@ -93,6 +95,58 @@ async def test_merge_patch_updates_race_too(service: tuple[Server, str]) -> None
         for _ in range(4):
             await api.update(url, count, method="PATCH")
         assert (await api.get(url)).json()["title"] == "4"
+
+
+class HideEvents(httpx.BaseTransport):
+    """A server without SSE, as far as the client can tell: `/events` answers 404."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/events"):
+            return httpx.Response(404, request=request)
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.parametrize("sse", [True, False], ids=["sse", "polling"])
+def test_wait_returns_the_done_report_job(service: tuple[Server, str], sse: bool) -> None:
+    server, key = service
+    seen: list[tuple[str, int]] = []
+
+    def record(response: httpx.Response) -> None:
+        seen.append((response.request.url.path, response.status_code))
+
+    options: dict[str, Any] = {"event_hooks": {"response": [record]}}
+    if not sse:
+        options["transport"] = HideEvents()
+    with Client(base_url=server.base_url, api_key=key, **options) as api:
+        accepted = api.post("/v1/reports", json={"period": "2026", "format": "json"})
+        assert accepted.status_code == 202, accepted.text
+        job = api.wait(accepted, timeout=60)
+    assert job["status"] == "done", job
+    assert job["result_url"]
+    job_path = accepted.headers["location"]
+    streams = [status for path, status in seen if path == f"{job_path}/events"]
+    assert streams[0] == (200 if sse else 404)
+    if sse:
+        assert len([path for path, _ in seen if path == job_path]) == 1, "no polling needed"
+
+
+def test_the_readme_example_runs(
+    service: tuple[Server, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, key = service
+    section = README.read_text().split("## Calling a ustun API safely", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setenv("KEY", key)
+    code = compile(example.replace("http://127.0.0.1:8000", server.base_url), "README", "exec")
+    exec(code, {})  # noqa: S102 - the README's own example, as a reader would run it
+    payment_status, _, job_status = capsys.readouterr().out.split()
+    assert (payment_status, job_status) == ("pending", "done")
 
 
 def test_a_patch_whose_answer_is_lost_applies_once(service: tuple[Server, str]) -> None:
