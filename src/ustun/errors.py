@@ -1,6 +1,8 @@
 """The public face of ustun's exception tree (defined in `ustun.http.errors`, the bottom layer)."""
 
 from ustun.http.errors import (
+    ApiError,
+    ClientError,
     IllegalTransition,
     InvalidSignature,
     JobCancelled,
@@ -11,14 +13,19 @@ from ustun.http.errors import (
     PreconditionFailedError,
     PreconditionRequiredError,
     ProblemError,
+    RetriesExhausted,
     SignatureError,
     StateConflictError,
     TimestampOutOfRange,
     TransientError,
+    UpdateConflict,
     UstunError,
+    WaitTimeout,
 )
 
 __all__ = [
+    "ApiError",
+    "ClientError",
     "IllegalTransition",
     "InvalidSignature",
     "JobCancelled",
@@ -29,9 +36,12 @@ __all__ = [
     "PreconditionFailedError",
     "PreconditionRequiredError",
     "ProblemError",
+    "RetriesExhausted",
     "SignatureError",
     "StateConflictError",
     "TimestampOutOfRange",
     "TransientError",
+    "UpdateConflict",
     "UstunError",
+    "WaitTimeout",
 ]

@@ -11,16 +11,23 @@ UstunError
 │   ├── JobCancelled               somebody asked to cancel it
 │   └── LeaseLost                  its lease expired and another worker may hold it
 ├── TransientError                 raised by a job to say "try me again later" (retried)
-└── SignatureError                 a webhook failed Standard Webhooks verification
-    ├── MissingHeaders             a webhook-id, -timestamp or -signature header absent or malformed
-    ├── TimestampOutOfRange        webhook-timestamp further from now than the tolerance
-    └── InvalidSignature           no signature matches any of the secrets
+├── SignatureError                 a webhook failed Standard Webhooks verification
+│   ├── MissingHeaders             a webhook-id, -timestamp or -signature header absent or malformed
+│   ├── TimestampOutOfRange        webhook-timestamp further from now than the tolerance
+│   └── InvalidSignature           no signature matches any of the secrets
+└── ClientError                    raised by `ustun.client`; carries the server's problem, if any
+    ├── ApiError                   the server answered with an error that no retry can fix
+    │   └── UpdateConflict         `update()` lost the race (412) on every attempt
+    ├── RetriesExhausted           transient failures until the attempts or the deadline ran out
+    └── WaitTimeout                `wait()`: the job had not finished when the timeout came
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from ustun.http.problem import Problem
 
 
 class UstunError(Exception):
@@ -118,3 +125,74 @@ class TimestampOutOfRange(SignatureError):
 
 class InvalidSignature(SignatureError):
     """No `v1` signature in `webhook-signature` matches the body under the secret."""
+
+
+class ClientError(UstunError):
+    """A call made with `ustun.client` failed; `problem` holds the server's problem details.
+
+    `response` is the last `httpx.Response` (None after a network error, which is then also
+    `__cause__`); `type`, `title`, `status` and `detail` read the problem details.
+    """
+
+    def __init__(
+        self, message: str, *, problem: Problem | None = None, response: Any = None
+    ) -> None:
+        super().__init__(message)
+        self.problem = problem
+        self.response = response
+
+    @property
+    def type(self) -> str | None:
+        """The problem `type` URI, e.g. `https://api.example/problems/precondition-failed`."""
+        return self.problem.type if self.problem else None
+
+    @property
+    def title(self) -> str | None:
+        """The problem's short, human-readable summary."""
+        return self.problem.title if self.problem else None
+
+    @property
+    def status(self) -> int | None:
+        """The HTTP status of the last response (from the problem, else the response)."""
+        if self.problem is not None and self.problem.status is not None:
+            return self.problem.status
+        status = getattr(self.response, "status_code", None)
+        return status if isinstance(status, int) else None
+
+    @property
+    def detail(self) -> str | None:
+        """The problem's explanation of this occurrence."""
+        return self.problem.detail if self.problem else None
+
+
+class ApiError(ClientError):
+    """The server answered with an error (4xx/5xx) that retrying cannot fix."""
+
+
+class UpdateConflict(ApiError):
+    """`update()` got 412 Precondition Failed on every attempt: others kept writing first."""
+
+
+class RetriesExhausted(ClientError):
+    """The retry policy gave up (attempts or deadline spent); `error`: the network error, if any."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: int,
+        problem: Problem | None = None,
+        response: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
+        super().__init__(message, problem=problem, response=response)
+        self.attempts = attempts
+        self.error = error
+
+
+class WaitTimeout(ClientError):
+    """`wait()` ran out of time; `job` is the last state of the job it saw (or None)."""
+
+    def __init__(self, message: str, *, job: Any = None) -> None:
+        super().__init__(message)
+        self.job = job

@@ -201,3 +201,51 @@ def problem(
 def encode(body: Mapping[str, Any]) -> bytes:
     """Serialise a problem object as compact UTF-8 JSON."""
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A problem details object as a client reads it (RFC 9457 §3.1); unknown members kept."""
+
+    type: str = "about:blank"
+    title: str | None = None
+    status: int | None = None
+    detail: str | None = None
+    instance: str | None = None
+    extensions: Mapping[str, Any] | None = None
+
+    @property
+    def slug(self) -> str:
+        """The last path segment of `type`: `idempotency-in-progress` for ustun's problems."""
+        return self.type.rstrip("/").rsplit("/", 1)[-1]
+
+
+_MEMBERS = ("type", "title", "status", "detail", "instance")
+
+
+def parse_problem(content_type: str | None, body: bytes) -> Problem | None:
+    """Read a problem+json body; None when the response is not one (RFC 9457 §3)."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media != MEDIA_TYPE:
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+
+    # RFC 9457 §3.1: a member of the wrong type is ignored, as if absent.
+    def text(member: str) -> str | None:
+        value = data.get(member)
+        return value if isinstance(value, str) else None
+
+    status = data.get("status")
+    return Problem(
+        type=text("type") or "about:blank",
+        title=text("title"),
+        status=status if isinstance(status, int) and not isinstance(status, bool) else None,
+        detail=text("detail"),
+        instance=text("instance"),
+        extensions={k: v for k, v in data.items() if k not in _MEMBERS} or None,
+    )

@@ -1,0 +1,132 @@
+"""When to retry an HTTP request and how long to wait first (pure: no clock, no I/O).
+
+Two questions, answered separately so that each can be tested on its own:
+
+- `decide(...)`: may this request be sent again after this outcome, and why (or why not)?
+  Only methods that are idempotent by definition (RFC 9110 §9.2.2) or requests that carry an
+  `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) are ever repeated, and only
+  after an outcome that says "try again later".
+- `Backoff.next_wait(...)`: exponential backoff with full jitter, capped, bounded by a number
+  of attempts and a total deadline; a server's `Retry-After` overrides it, capped.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# The defaults: safe without configuration (stamina-style), close to the Stripe SDK's.
+ATTEMPTS = 5
+"""Attempts in all, the first one included."""
+BASE = 0.5
+"""Seconds: the ceiling of the first backoff; it doubles on every retry."""
+CAP = 8.0
+"""Seconds: no backoff is ever longer."""
+DEADLINE = 60.0
+"""Seconds after the first attempt when no new attempt may start."""
+RETRY_AFTER_CAP = 60.0
+"""Seconds: the longest `Retry-After` obeyed; a server that asks for more gets this."""
+
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
+"""RFC 9110 §9.2.2: repeating these has the same effect as sending them once."""
+
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+"""Statuses that may be transient. 409 counts only as `idempotency-in-progress`."""
+
+IN_PROGRESS_SUFFIX = "/idempotency-in-progress"
+"""The problem type (RFC 9457) of a 409 that means "the first try is still running"."""
+
+_MAX_EXPONENT = 64  # 2.0 ** 64 is far past any cap; stops float overflow on silly attempt counts
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Whether to send the request again, and the reason, for the log and the final error."""
+
+    retry: bool
+    reason: str
+
+
+def decide(
+    *,
+    method: str,
+    has_key: bool,
+    replayable: bool,
+    status: int | None = None,
+    problem_type: str | None = None,
+    error: str | None = None,
+) -> Decision:
+    """Classify one outcome: a response `status` (with its problem `type`) or a network `error`.
+
+    `error` names a failure where no response arrived (connection refused or dropped, timeout).
+    """
+    if error is not None:
+        why = f"network error: {error}"
+    elif status is None:
+        raise ValueError("an outcome is a response status or a network error")
+    elif status not in RETRY_STATUSES:
+        return Decision(False, f"{status} is final")
+    elif status == 409 and not (problem_type or "").endswith(IN_PROGRESS_SUFFIX):
+        return Decision(False, "409 is a conflict, not idempotency-in-progress")
+    else:
+        why = f"{status} idempotency-in-progress" if status == 409 else f"{status}"
+    upper = method.upper()
+    if upper not in IDEMPOTENT_METHODS and not has_key:
+        return Decision(False, f"{why}; a {upper} without Idempotency-Key is never repeated")
+    if not replayable:
+        return Decision(False, f"{why}; the request body is a stream and cannot be replayed")
+    return Decision(True, why)
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """How often and how long to retry: full-jitter exponential backoff with hard limits.
+
+    The n-th retry waits a uniformly random time in `[0, min(cap, base * 2 ** (n - 1))]`
+    ("full jitter", so many clients that failed together do not come back together).
+    """
+
+    attempts: int = ATTEMPTS
+    base: float = BASE
+    cap: float = CAP
+    deadline: float = DEADLINE
+    retry_after_cap: float = RETRY_AFTER_CAP
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError("attempts counts the first one too: it must be at least 1")
+        if min(self.base, self.cap, self.deadline, self.retry_after_cap) < 0:
+            raise ValueError("base, cap, deadline and retry_after_cap must not be negative")
+
+    def ceiling(self, retry: int) -> float:
+        """The longest backoff before the `retry`-th retry (1-based), before jitter."""
+        return min(self.cap, self.base * 2.0 ** min(retry - 1, _MAX_EXPONENT))
+
+    def delay(self, retry: int, *, rand: Callable[[], float] = random.random) -> float:
+        """The jittered backoff before the `retry`-th retry: uniform in `[0, ceiling]`."""
+        return rand() * self.ceiling(retry)
+
+    def next_wait(
+        self,
+        *,
+        attempts_made: int,
+        elapsed: float,
+        retry_after: float | None = None,
+        rand: Callable[[], float] = random.random,
+    ) -> float | None:
+        """Seconds to wait before the next attempt, or None when the attempts or time are spent.
+
+        `retry_after` (already parsed, RFC 9110 §10.2.3) replaces the backoff, capped at
+        `retry_after_cap`. A wait that would start the next attempt past the deadline is None:
+        better to fail now than to sleep and fail.
+        """
+        if attempts_made >= self.attempts:
+            return None
+        if retry_after is None:
+            wait = self.delay(attempts_made, rand=rand)
+        else:
+            wait = min(max(0.0, retry_after), self.retry_after_cap)
+        if elapsed + wait > self.deadline:
+            return None
+        return wait

@@ -1,0 +1,55 @@
+"""`pip install ustun` (httpx only) is enough for the client and for verifying webhooks:
+nothing of the server is imported."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ustun
+
+SERVER_ONLY = ("sqlalchemy", "fastapi", "starlette", "aiohttp", "pydantic", "uvicorn")
+PACKAGE = Path(ustun.__file__).parent
+
+
+@pytest.mark.parametrize(
+    "statement", ["import ustun.client", "import ustun.errors", "from ustun.webhooks import verify"]
+)
+def test_importing_pulls_in_no_server_dependency(statement: str) -> None:
+    code = (
+        f"import json, sys; {statement}; "
+        f"print(json.dumps([m for m in {SERVER_ONLY!r} if m in sys.modules]))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == []
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize(
+    ("layer", "allowed"),
+    [("client", ("ustun.http", "ustun.client", "httpx")), ("http", ("ustun.http",))],
+)
+def test_a_layer_imports_only_what_it_may(layer: str, allowed: tuple[str, ...]) -> None:
+    for path in (PACKAGE / layer).rglob("*.py"):
+        for name in _imports(path):
+            top = name.split(".", 1)[0]
+            if top in sys.stdlib_module_names or top == "__future__":
+                continue
+            assert any(name == a or name.startswith(f"{a}.") for a in allowed), (
+                f"{path.name} imports {name}"
+            )
