@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
-import sys
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, TypeVar
 
 import typer
 import uvicorn
 
+from ustun import logs
 from ustun.http.signature import Secret
 from ustun.service import create_app
 from ustun.service.accounts import DEFAULT_ACCOUNT, bootstrap, create_key
@@ -39,13 +38,7 @@ def _settings(**overrides: object) -> Settings:
 
 
 def _setup_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
-    # Alembic announces its context on every schema check; only its warnings matter here.
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    logs.configure(settings.log_level)
 
 
 def _run(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -92,6 +85,8 @@ def serve(
                 host=settings.host,
                 port=settings.port,
                 log_level=settings.log_level.lower(),
+                log_config=None,
+                access_log=False,
                 lifespan="on",
             )
             await uvicorn.Server(config).serve()

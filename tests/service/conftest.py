@@ -1,4 +1,4 @@
-"""A second authenticated client on the same app, for a second account."""
+"""Fixtures of the service tests: a second account's client, sample event types."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from ustun.service.accounts import create_key
+from ustun.service.event_types import CATALOGUE, EventType
 from ustun.store import Database
 
 
@@ -22,3 +23,9 @@ async def other_client(client: httpx.AsyncClient, db: Database) -> AsyncIterator
         headers={"authorization": f"Bearer {key}"},
     ) as http:
         yield http
+
+
+@pytest.fixture
+def event_types() -> tuple[EventType, ...]:
+    """The service's event catalogue."""
+    return CATALOGUE

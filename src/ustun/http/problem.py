@@ -134,6 +134,13 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "The request body's Content-Type is not one this route accepts.",
         ),
         ProblemType(
+            "csrf-failed",
+            403,
+            "CSRF token missing or wrong",
+            "A dashboard form was posted without the CSRF token of your session. Reload the "
+            "page and submit the form again.",
+        ),
+        ProblemType(
             "job-failed",
             500,
             "Job failed",

@@ -22,7 +22,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ustun import clock
+from ustun import clock, instrumentation
 from ustun.http.fingerprint import fingerprint
 from ustun.http.idempotency_key import HEADER, InvalidIdempotencyKey, parse_idempotency_key
 from ustun.http.problem import MEDIA_TYPE, encode, problem
@@ -256,6 +256,7 @@ class IdempotencyMiddleware:
                 log.warning("key %r: lease lost before the response was stored", req.key)
         else:
             await self.store.release(req.scope, req.key, claim.lease_token)
+        _count("executed")
         await capture.forward(send)
 
     async def _transactional(
@@ -295,6 +296,7 @@ class IdempotencyMiddleware:
                 await self._answer_found(taken, req, scope, send)
                 return
         except LeaseLost:
+            _count("in-progress")
             await self._problem(
                 scope,
                 send,
@@ -321,6 +323,7 @@ class IdempotencyMiddleware:
             if claim is not None:
                 await sql.release(req.scope, req.key, claim.lease_token)
             raise
+        _count("executed")
         await capture.forward(send)
 
     def _completion(
@@ -372,6 +375,7 @@ class IdempotencyMiddleware:
 
     async def _answer_found(self, record: Record, req: _Request, scope: Scope, send: Send) -> None:
         if record.fingerprint != req.fingerprint:
+            _count("reused")
             await self._problem(
                 scope,
                 send,
@@ -379,6 +383,7 @@ class IdempotencyMiddleware:
                 "This Idempotency-Key was used for a different request (method, path or body).",
             )
         elif record.state is State.IN_PROGRESS or record.response is None:
+            _count("in-progress")
             wait = (record.locked_until - clock.now()) / timedelta(seconds=1)
             await self._problem(
                 scope,
@@ -390,6 +395,7 @@ class IdempotencyMiddleware:
                 },
             )
         elif record.response.body is None:
+            _count("replayed")
             headers = {n: v for n, v in record.response.headers if n.lower() == "location"}
             await self._problem(
                 scope,
@@ -402,6 +408,7 @@ class IdempotencyMiddleware:
                 original_status=record.response.status,
             )
         else:
+            _count("replayed")
             await _replay(record.response, send)
 
     async def _problem(
@@ -428,6 +435,11 @@ class IdempotencyMiddleware:
         raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
         await send({"type": "http.response.start", "status": document["status"], "headers": raw})
         await send({"type": "http.response.body", "body": body})
+
+
+def _count(outcome: str) -> None:
+    """Report an outcome (executed, replayed, in-progress, reused) to instrumentation hooks."""
+    instrumentation.emit("idempotency", outcome=outcome)
 
 
 async def _replay(response: StoredResponse, send: Send) -> None:

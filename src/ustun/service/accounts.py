@@ -78,3 +78,14 @@ async def account_for_key(db: Database, key: str) -> Account | None:
             )
         ).first()
     return Account(id=row.id, name=row.name) if row else None
+
+
+async def account_by_id(db: Database, account_id: str) -> Account | None:
+    """The account with this id, or None (it may have been removed since a session began)."""
+    async with db.read() as conn:
+        row = (
+            await conn.execute(
+                select(accounts.c.id, accounts.c.name).where(accounts.c.id == account_id)
+            )
+        ).first()
+    return Account(id=row.id, name=row.name) if row else None

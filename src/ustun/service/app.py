@@ -7,22 +7,30 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from ustun import __version__
+from ustun import __version__, instrumentation
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
 from ustun.service import (
+    asyncapi,
+    dashboard,
     documents,
+    event_types,
     health,
     jobs,
     ledger_accounts,
+    metrics,
+    openapi,
     payments,
     problems,
+    queues,
     reports,
     transfers,
     webhook_deliveries,
     webhook_endpoints,
     webhook_events,
 )
-from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware
+from ustun.service.metrics import Metrics
+from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware, UrlGuardMiddleware
+from ustun.service.observe import ObserveMiddleware
 from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
 from ustun.settings import Settings
@@ -35,9 +43,11 @@ def create_app(
     """Build the service; with `worker=True` the background worker runs inside the app."""
     settings = settings or Settings()
     database = db or Database(settings.database_url)
+    observed = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        unhook = instrumentation.add_hook(observed.on_event)
         background = Worker(database, settings) if worker else None
         if background is not None:
             await background.start()
@@ -46,19 +56,28 @@ def create_app(
         finally:
             if background is not None:
                 await background.stop()
+            unhook()
             if db is None:
                 await database.dispose()
 
     app = FastAPI(title="ustun", version=__version__, lifespan=lifespan)
     app.state.db = database
     app.state.settings = settings
+    app.state.metrics = observed
+    observed.queue_probes.append(queues.all_queues)
+    observed.job_probes.append(queues.jobs_by_status)
     app.state.secret_box = secret_box(settings)
     problems.install(app)
+    app.state.event_types = event_types.CATALOGUE
+    openapi.install(app, events=lambda: app.state.event_types)
     app.include_router(health.router)
     app.include_router(payments.router)
     app.include_router(ledger_accounts.router)
     app.include_router(transfers.router)
     app.include_router(documents.router)
+    app.include_router(metrics.router)
+    app.include_router(asyncapi.router)
+    dashboard.install(app, settings.secret_key)
     app.include_router(reports.router)
     app.include_router(jobs.router)
     app.include_router(webhook_endpoints.router)
@@ -75,5 +94,7 @@ def create_app(
     )
     # Added last, so it runs first: every response, even a 401, carries the request id.
     app.add_middleware(AuthMiddleware, db=database)
+    app.add_middleware(UrlGuardMiddleware)
+    app.add_middleware(ObserveMiddleware, metrics=observed, openapi=app.openapi)
     app.add_middleware(RequestIdMiddleware)
     return app

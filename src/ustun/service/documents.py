@@ -34,6 +34,7 @@ from ustun.service.bodies import read_json
 from ustun.service.conditional import Conditions, not_modified, representation
 from ustun.service.deps import DB, CurrentAccount
 from ustun.service.tables import documents
+from ustun.service.text import Text
 
 router = APIRouter(prefix="/v1/documents", tags=["documents"])
 
@@ -48,8 +49,8 @@ class DocumentIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    title: str
-    body: str = ""
+    title: Text
+    body: Text = ""
 
 
 class DocumentPatch(BaseModel):
@@ -57,8 +58,8 @@ class DocumentPatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    title: str | None = None
-    body: str | None = None
+    title: Text | None = None
+    body: Text | None = None
 
     @field_validator("title", "body")
     @classmethod

@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 
 from ustun.service.deps import DB
+from ustun.service.openapi import problem_responses
 from ustun.service.problems import problem_response
 from ustun.store.migrate import SchemaOutOfDate, check_current
 
@@ -19,7 +20,7 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=None)
+@router.get("/readyz", response_model=None, responses=problem_responses("not-ready"))
 async def readyz(request: Request, db: DB) -> Response:
     """The database answers and its schema is the one this process expects."""
     try:

@@ -1,14 +1,15 @@
-"""Pure-ASGI middleware of the service: request ids and API-key authentication."""
+"""Pure-ASGI middleware of the service: request ids, unstorable-URL refusal, authentication."""
 
 from __future__ import annotations
 
 import time
+from urllib.parse import unquote_to_bytes
 
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ustun import ids
+from ustun import ids, logs
 from ustun.service.accounts import Account, account_for_key
 from ustun.service.problems import problem_response
 from ustun.store import Database
@@ -34,7 +35,44 @@ class RequestIdMiddleware:
                 MutableHeaders(scope=message)[REQUEST_ID_HEADER] = request_id
             await send(message)
 
-        await self.app(scope, receive, send_with_id)
+        token = logs.bind_request_id(request_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            logs.reset_request_id(token)
+
+
+class UrlGuardMiddleware:
+    """Refuse (422 `validation-error`) a URL whose path or query holds a NUL character.
+
+    PostgreSQL cannot compare text with NUL in it, so such an id or filter would otherwise
+    fail in the database as a 500 instead of being refused as bad input.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            part = _nul_part(scope)
+            if part is not None:
+                response = problem_response(
+                    Request(scope),
+                    "validation-error",
+                    f"The {part} must not contain the NUL character (%00).",
+                    errors=[{"field": part, "message": "contains NUL (%00)", "type": "nul"}],
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _nul_part(scope: Scope) -> str | None:
+    if "\x00" in scope["path"]:
+        return "path"
+    if b"\x00" in unquote_to_bytes(scope.get("query_string", b"")):
+        return "query"
+    return None
 
 
 class AuthMiddleware:

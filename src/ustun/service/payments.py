@@ -27,6 +27,7 @@ from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.money import Amount, Currency
 from ustun.service.pagination import page
 from ustun.service.tables import payments
+from ustun.service.text import Text
 from ustun.webhooks.outbox import emit
 
 router = APIRouter(prefix="/v1/payments", tags=["payments"])
@@ -74,8 +75,9 @@ class PaymentCreate(BaseModel):
 
     amount: Amount
     currency: Currency
-    order_id: StrictInt | None = None
-    description: str | None = Field(default=None, max_length=1000)
+    # The column is a signed 64-bit integer; a larger number is bad input, not a 500.
+    order_id: StrictInt | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
+    description: Text | None = Field(default=None, max_length=1000)
 
 
 @router.post("", status_code=201, openapi_extra=idempotency("required"), response_model=None)

@@ -107,6 +107,7 @@ async def _on_unhandled(request: Request, exc: Exception) -> Response:
         request.url.path,
         request_id(request),
         exc_info=exc,
+        extra={"request_id": request_id(request)},
     )
     # This handler runs outside the request-id middleware, so it sets the header itself.
     return problem_response(

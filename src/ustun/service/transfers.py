@@ -17,6 +17,7 @@ from ustun.service.deps import DB, CurrentAccount
 from ustun.service.faults import pause_point
 from ustun.service.money import Amount, Currency
 from ustun.service.tables import ledger_accounts, transfers
+from ustun.service.text import Text
 from ustun.webhooks.outbox import emit
 
 router = APIRouter(prefix="/v1/transfers", tags=["transfers"])
@@ -40,8 +41,8 @@ class TransferCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    source: str = Field(alias="from", min_length=1, max_length=64)
-    target: str = Field(alias="to", min_length=1, max_length=64)
+    source: Text = Field(alias="from", min_length=1, max_length=64)
+    target: Text = Field(alias="to", min_length=1, max_length=64)
     amount: Amount
     currency: Currency
 

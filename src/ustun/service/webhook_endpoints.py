@@ -16,6 +16,7 @@ from ustun.http.errors import ProblemError
 from ustun.http.etag import version_etag
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.pagination import page
+from ustun.service.text import Text
 from ustun.service.webhook_events import render_event
 from ustun.service.webhook_runtime import AppSettings, Box
 from ustun.store import UnitOfWork
@@ -45,9 +46,9 @@ class EndpointIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(max_length=2048)
+    url: Text = Field(max_length=2048)
     events: Events = Field(default_factory=lambda: ["*"])
-    description: str = Field(default="", max_length=500)
+    description: Text = Field(default="", max_length=500)
     payload: Literal["full", "thin"] = "full"
     rate_limit: float | None = Field(default=None, gt=0, le=10_000, description="Sends/s.")
     max_in_flight: int = Field(default=ops.DEFAULT_MAX_IN_FLIGHT, ge=1, le=256)
@@ -60,9 +61,9 @@ class EndpointPatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    url: str | None = Field(default=None, max_length=2048)
+    url: Text | None = Field(default=None, max_length=2048)
     events: Events | None = None
-    description: str | None = Field(default=None, max_length=500)
+    description: Text | None = Field(default=None, max_length=500)
     payload: Literal["full", "thin"] | None = None
     rate_limit: float | None = Field(default=None, gt=0, le=10_000)
     max_in_flight: int | None = Field(default=None, ge=1, le=256)

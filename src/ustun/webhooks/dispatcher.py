@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 from sqlalchemy import bindparam, insert, select, update
 
-from ustun import clock, ids
+from ustun import clock, ids, instrumentation
 from ustun.http.retry_after import parse_retry_after
 from ustun.http.signature import headers as signed_headers
 from ustun.store import Database, UnitOfWork
@@ -259,6 +259,9 @@ class Dispatcher:
                         signed_headers(endpoint.signing, item.event_id, body),
                         allow_private=self.config.allow_private,
                     )
+                instrumentation.emit(
+                    "delivery_attempt", outcome.latency_ms / 1000, outcome=outcome.kind
+                )
                 result = _Result(item, endpoint.id, outcome, attempted_at)
             self._results.put_nowait(result)
         finally:

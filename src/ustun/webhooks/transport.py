@@ -48,6 +48,9 @@ class GuardedResolver(AbstractResolver):
         await self._inner.close()
 
 
+TIMED_OUT = "timed out"
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What one attempt produced: a status code, or an error before or instead of one."""
@@ -62,6 +65,13 @@ class Outcome:
     def ok(self) -> bool:
         """Success is any 2xx within the timeout."""
         return self.status is not None and 200 <= self.status < 300
+
+    @property
+    def kind(self) -> str:
+        """For metrics: `succeeded`, `failed` (a non-2xx answer), `timeout` or `error`."""
+        if self.status is not None:
+            return "succeeded" if self.ok else "failed"
+        return "timeout" if self.error == TIMED_OUT else "error"
 
 
 def session(*, timeout: float, allow_private: bool, limit: int) -> aiohttp.ClientSession:
@@ -120,7 +130,7 @@ async def post(
                 retry_after=response.headers.get("retry-after"),
             )
     except TimeoutError:
-        return Outcome(None, elapsed(), error="timed out")
+        return Outcome(None, elapsed(), error=TIMED_OUT)
     except aiohttp.ClientConnectorError as exc:
         cause = exc.os_error
         message = str(cause) if isinstance(cause, RefusedAddress) else f"connection failed: {exc}"

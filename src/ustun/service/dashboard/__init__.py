@@ -1,0 +1,20 @@
+"""The dashboard at `/dashboard`: server-rendered pages behind an API-key login."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from ustun.service.dashboard import jobs, pages, webhooks
+from ustun.service.dashboard.session import SessionCodec, derive_key
+from ustun.service.dashboard.web import HERE, LoginRequired, on_login_required
+
+
+def install(app: FastAPI, secret_key: str | None) -> None:
+    """Add the dashboard's pages and static files (vendored, works offline) to `app`."""
+    app.state.dashboard_sessions = SessionCodec(derive_key(secret_key))
+    app.add_exception_handler(LoginRequired, on_login_required)
+    app.include_router(pages.router)
+    app.include_router(webhooks.router)
+    app.include_router(jobs.router)
+    app.mount("/dashboard/static", StaticFiles(directory=HERE / "static"), name="dashboard-static")

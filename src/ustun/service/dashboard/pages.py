@@ -1,0 +1,64 @@
+"""Dashboard pages that need no pillar: login, logout and the overview."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response
+
+from ustun.service import webhook_deliveries as deliveries_api
+from ustun.service.accounts import account_for_key
+from ustun.service.dashboard.overview import overview
+from ustun.service.dashboard.session import new_session
+from ustun.service.dashboard.web import LoggedIn, Posting, check_csrf, codec, page, see_other
+from ustun.webhooks.states import Status
+
+DEAD_LETTERS_SHOWN = 5
+
+router = APIRouter(prefix="/dashboard", include_in_schema=False)
+
+
+@router.get("/login")
+async def login_form(request: Request) -> Response:
+    """The login form; starts an anonymous session so that the form carries a CSRF token."""
+    session = codec(request).read(request) or new_session()
+    response = page(request, "login.html", None, csrf=session.csrf, error=None)
+    codec(request).write(request, response, session)
+    return response
+
+
+@router.post("/login")
+async def login(request: Request, api_key: Annotated[str, Form(max_length=200)] = "") -> Response:
+    """Exchange an API key for a session holding the account id (the key is not kept)."""
+    session = codec(request).read(request)
+    await check_csrf(request, session)
+    account = await account_for_key(request.app.state.db, api_key.strip()) if api_key else None
+    if account is None:
+        assert session is not None
+        return page(
+            request, "login.html", None, csrf=session.csrf, error="That API key is not valid."
+        )
+    response = see_other("/dashboard")
+    codec(request).write(request, response, new_session(account.id))
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request, who: Posting) -> Response:
+    """End the session."""
+    response = see_other("/dashboard/login")
+    codec(request).clear(response)
+    return response
+
+
+@router.get("")
+async def home(request: Request, who: LoggedIn) -> Response:
+    """Overview: counts by status, dead letters and queue lag of the logged-in account."""
+    db = request.app.state.db
+    async with db.read() as conn:
+        figures = await overview(conn, who.account.id)
+    dead = await deliveries_api.list_deliveries(
+        who.account, db, DEAD_LETTERS_SHOWN, None, status=Status.DEAD
+    )
+    return page(request, "overview.html", who, nav="overview", figures=figures, dead=dead)

@@ -1,0 +1,316 @@
+"""Dashboard pages of the webhooks pillar: endpoints, events, deliveries.
+
+Every read and every action goes through the service's own webhook handlers (the same code
+the HTTP API runs), called with the logged-in account; nothing here re-implements their SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import Response
+from pydantic import ValidationError
+
+from ustun.http.errors import ProblemError
+from ustun.service import webhook_deliveries as deliveries_api
+from ustun.service import webhook_endpoints as endpoints_api
+from ustun.service import webhook_events as events_api
+from ustun.service.dashboard.web import LoggedIn, Posting, Viewer, page, see_other
+from ustun.service.deps import DEFAULT_PAGE
+from ustun.webhooks.states import Status
+
+router = APIRouter(prefix="/dashboard", include_in_schema=False)
+
+Cursor = Annotated[str | None, Query(max_length=64, pattern=r"^[A-Za-z0-9_]+$")]
+Filter = Annotated[str | None, Query(max_length=100)]
+
+# Short messages shown after an action (`?done=…` on the page the action redirects to).
+DONE = {
+    "enabled": "Endpoint enabled.",
+    "disabled": "Endpoint disabled.",
+    "tested": "Test event sent.",
+    "retried": "Delivery queued for another attempt now.",
+}
+
+
+def _flashes(done: str | None) -> list[str]:
+    return [DONE[done]] if done in DONE else []
+
+
+def _status(value: str | None) -> Status | None:
+    try:
+        return Status(value) if value else None
+    except ValueError:
+        return None
+
+
+def _problem_text(exc: ProblemError | ValidationError) -> str:
+    if isinstance(exc, ProblemError):
+        return exc.detail
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in exc.errors()
+    )
+
+
+def _db(request: Request) -> Any:
+    return request.app.state.db
+
+
+async def _endpoints_page(
+    request: Request,
+    who: Viewer,
+    cursor: str | None = None,
+    *,
+    created: dict[str, Any] | None = None,
+    error: str | None = None,
+    done: str | None = None,
+) -> Response:
+    listing = await endpoints_api.list_endpoints(who.account, _db(request), DEFAULT_PAGE, cursor)
+    return page(
+        request,
+        "endpoints.html",
+        who,
+        nav="endpoints",
+        endpoints=listing,
+        created=created,
+        error=error,
+        flashes=_flashes(done),
+    )
+
+
+@router.get("/endpoints")
+async def endpoints(
+    request: Request, who: LoggedIn, cursor: Cursor = None, done: Filter = None
+) -> Response:
+    """The account's webhook endpoints and a form to add one."""
+    return await _endpoints_page(request, who, cursor, done=done)
+
+
+@router.post("/endpoints")
+async def create_endpoint(
+    request: Request,
+    who: Posting,
+    url: Annotated[str, Form(max_length=2048)],
+    events: Annotated[str, Form(max_length=2000)] = "*",
+    description: Annotated[str, Form(max_length=500)] = "",
+    payload: Annotated[str, Form(max_length=8)] = "full",
+) -> Response:
+    """Create an endpoint and show its signing secret, this once."""
+    patterns = [p.strip() for p in events.replace(",", " ").split() if p.strip()] or ["*"]
+    try:
+        body = endpoints_api.EndpointIn(
+            url=url.strip(), events=patterns, description=description, payload=payload
+        )
+        created = await endpoints_api.create_endpoint(
+            body,
+            who.account,
+            _db(request),
+            request.app.state.secret_box,
+            request.app.state.settings,
+            Response(),
+        )
+    except (ProblemError, ValidationError) as exc:
+        return await _endpoints_page(request, who, error=_problem_text(exc))
+    return await _endpoints_page(request, who, created=created)
+
+
+async def _endpoint_page(
+    request: Request,
+    who: Viewer,
+    endpoint_id: str,
+    *,
+    secret: str | None = None,
+    error: str | None = None,
+    done: str | None = None,
+    recovered: int | None = None,
+) -> Response:
+    db = _db(request)
+    endpoint = await endpoints_api.get_endpoint(endpoint_id, who.account, db, Response())
+    recent = await deliveries_api.list_deliveries(
+        who.account, db, DEFAULT_PAGE, None, endpoint_id=endpoint_id
+    )
+    flashes = _flashes(done)
+    if recovered is not None:
+        flashes.append(f"{recovered} failed or dead deliveries queued again.")
+    return page(
+        request,
+        "endpoint.html",
+        who,
+        nav="endpoints",
+        endpoint=endpoint,
+        deliveries=recent,
+        secret=secret,
+        error=error,
+        flashes=flashes,
+    )
+
+
+@router.get("/endpoints/{endpoint_id}")
+async def endpoint(
+    request: Request, who: LoggedIn, endpoint_id: str, done: Filter = None
+) -> Response:
+    """One endpoint: its settings, actions and latest deliveries."""
+    return await _endpoint_page(request, who, endpoint_id, done=done)
+
+
+@router.post("/endpoints/{endpoint_id}/enabled")
+async def set_enabled(
+    request: Request,
+    who: Posting,
+    endpoint_id: str,
+    enabled: Annotated[str, Form(pattern="^(true|false)$")],
+) -> Response:
+    """Enable or disable an endpoint."""
+    change = endpoints_api.EndpointPatch(enabled=enabled == "true")
+    await endpoints_api.update_endpoint(
+        endpoint_id, change, who.account, _db(request), request.app.state.settings, Response()
+    )
+    done = "enabled" if change.enabled else "disabled"
+    return see_other(f"/dashboard/endpoints/{endpoint_id}?done={done}")
+
+
+@router.post("/endpoints/{endpoint_id}/rotate")
+async def rotate(request: Request, who: Posting, endpoint_id: str) -> Response:
+    """Rotate the signing secret and show the new one, this once."""
+    rotated = await endpoints_api.rotate_secret(
+        endpoint_id, who.account, _db(request), request.app.state.secret_box, Response()
+    )
+    return await _endpoint_page(request, who, endpoint_id, secret=rotated["secret"])
+
+
+@router.post("/endpoints/{endpoint_id}/test")
+async def send_test(request: Request, who: Posting, endpoint_id: str) -> Response:
+    """Send a `ping` event to the endpoint."""
+    try:
+        await endpoints_api.send_test(endpoint_id, who.account, _db(request))
+    except ProblemError as exc:
+        return await _endpoint_page(request, who, endpoint_id, error=exc.detail)
+    return see_other(f"/dashboard/endpoints/{endpoint_id}?done=tested")
+
+
+@router.post("/endpoints/{endpoint_id}/recover")
+async def recover(
+    request: Request,
+    who: Posting,
+    endpoint_id: str,
+    since: Annotated[str, Form(max_length=40)],
+) -> Response:
+    """Re-send every failed or dead delivery of the endpoint since a moment (UTC)."""
+    try:
+        moment = datetime.fromisoformat(since)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        result = await endpoints_api.recover(
+            endpoint_id, endpoints_api.RecoverIn(since=moment), who.account, _db(request)
+        )
+    except ValueError:
+        return await _endpoint_page(request, who, endpoint_id, error=f"Not a time: {since!r}.")
+    except ProblemError as exc:
+        return await _endpoint_page(request, who, endpoint_id, error=exc.detail)
+    return await _endpoint_page(request, who, endpoint_id, recovered=result["recovered"])
+
+
+@router.get("/events")
+async def events(
+    request: Request, who: LoggedIn, type: Filter = None, cursor: Cursor = None
+) -> Response:
+    """The account's event log, newest first, optionally of one type."""
+    listing = await events_api.list_events(
+        who.account, _db(request), DEFAULT_PAGE, cursor, type or None
+    )
+    types = [t.name for t in request.app.state.event_types]
+    return page(
+        request, "events.html", who, nav="events", events=listing, types=types, type=type or ""
+    )
+
+
+@router.get("/events/{event_id}")
+async def event(request: Request, who: LoggedIn, event_id: str) -> Response:
+    """One event with its exact payload and its deliveries."""
+    db = _db(request)
+    found = await events_api.get_event(event_id, who.account, db)
+    sent = await deliveries_api.list_deliveries(
+        who.account, db, DEFAULT_PAGE, None, event_id=event_id
+    )
+    payload = json.dumps(
+        {k: v for k, v in found.items() if k != "object"}, indent=2, ensure_ascii=False
+    )
+    return page(
+        request,
+        "event.html",
+        who,
+        nav="events",
+        event=found,
+        payload=payload,
+        deliveries=sent,
+    )
+
+
+@router.get("/deliveries")
+async def deliveries(
+    request: Request,
+    who: LoggedIn,
+    endpoint_id: Cursor = None,
+    status: Filter = None,
+    cursor: Cursor = None,
+) -> Response:
+    """The account's deliveries, filtered by endpoint and status."""
+    listing = await deliveries_api.list_deliveries(
+        who.account,
+        _db(request),
+        DEFAULT_PAGE,
+        cursor,
+        endpoint_id=endpoint_id or None,
+        status=_status(status),
+    )
+    return page(
+        request,
+        "deliveries.html",
+        who,
+        nav="deliveries",
+        deliveries=listing,
+        statuses=[s.value for s in Status],
+        status=status or "",
+        endpoint_id=endpoint_id or "",
+    )
+
+
+async def _delivery_page(
+    request: Request,
+    who: Viewer,
+    delivery_id: str,
+    *,
+    done: str | None = None,
+    error: str | None = None,
+) -> Response:
+    found = await deliveries_api.get_delivery(delivery_id, who.account, _db(request))
+    return page(
+        request,
+        "delivery.html",
+        who,
+        nav="deliveries",
+        delivery=found,
+        flashes=_flashes(done),
+        error=error,
+    )
+
+
+@router.get("/deliveries/{delivery_id}")
+async def delivery(
+    request: Request, who: LoggedIn, delivery_id: str, done: Filter = None
+) -> Response:
+    """One delivery with its attempts timeline and a Retry button."""
+    return await _delivery_page(request, who, delivery_id, done=done)
+
+
+@router.post("/deliveries/{delivery_id}/retry")
+async def retry(request: Request, who: Posting, delivery_id: str) -> Response:
+    """Send the delivery again now."""
+    try:
+        await deliveries_api.retry_delivery(delivery_id, who.account, _db(request))
+    except ProblemError as exc:
+        return await _delivery_page(request, who, delivery_id, error=exc.detail)
+    return see_other(f"/dashboard/deliveries/{delivery_id}?done=retried")

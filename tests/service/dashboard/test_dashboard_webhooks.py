@@ -1,0 +1,155 @@
+"""Dashboard pages of the webhooks pillar, over HTTP: endpoints, events, deliveries."""
+
+from __future__ import annotations
+
+import html
+import re
+import uuid
+
+import httpx
+from fastapi import FastAPI
+
+from dashboard_support import log_in
+from ustun.service.accounts import create_key
+
+SECRET = re.compile(r"whsec_[A-Za-z0-9+/=]+")
+ENDPOINT = re.compile(r"/dashboard/endpoints/(we_[A-Za-z0-9]+)")
+EVENT = re.compile(r"/dashboard/events/(evt_[A-Za-z0-9]+)")
+DELIVERY = re.compile(r"/dashboard/deliveries/(dlv_[A-Za-z0-9]+)")
+
+
+async def _create_endpoint(browser: httpx.AsyncClient, csrf: str, url: str) -> tuple[str, str]:
+    created = await browser.post(
+        "/dashboard/endpoints",
+        data={"csrf_token": csrf, "url": url, "events": "payment.* ping", "payload": "full"},
+    )
+    assert created.status_code == 200, created.text
+    secret = SECRET.search(created.text)
+    endpoint = ENDPOINT.search(created.text)
+    assert secret, created.text
+    assert endpoint, created.text
+    return endpoint.group(1), secret.group()
+
+
+async def test_create_an_endpoint_and_see_its_secret_once(
+    browser: httpx.AsyncClient, api_key: str
+) -> None:
+    csrf = await log_in(browser, api_key)
+    endpoint_id, secret = await _create_endpoint(browser, csrf, "https://example.com/hook")
+    listing = await browser.get("/dashboard/endpoints")
+    assert endpoint_id in listing.text
+    assert "https://example.com/hook" in listing.text
+    detail = await browser.get(f"/dashboard/endpoints/{endpoint_id}")
+    assert detail.status_code == 200
+    assert secret not in detail.text
+    assert "whsec_" not in detail.text
+
+
+async def test_a_bad_url_is_explained_on_the_page(browser: httpx.AsyncClient, api_key: str) -> None:
+    csrf = await log_in(browser, api_key)
+    refused = await browser.post(
+        "/dashboard/endpoints", data={"csrf_token": csrf, "url": "ftp://example.com/x"}
+    )
+    assert refused.status_code == 200
+    assert 'role="alert"' in refused.text
+    assert "whsec_" not in refused.text
+
+
+async def test_disable_enable_rotate_and_test(browser: httpx.AsyncClient, api_key: str) -> None:
+    csrf = await log_in(browser, api_key)
+    endpoint_id, secret = await _create_endpoint(browser, csrf, "https://example.com/a")
+    base = f"/dashboard/endpoints/{endpoint_id}"
+
+    disabled = await browser.post(f"{base}/enabled", data={"csrf_token": csrf, "enabled": "false"})
+    assert disabled.status_code == 303
+    page = await browser.get(disabled.headers["location"])
+    assert "Endpoint disabled." in page.text
+    assert ">Enable<" in page.text
+    refused = await browser.post(f"{base}/test", data={"csrf_token": csrf})
+    assert 'role="alert"' in refused.text
+
+    await browser.post(f"{base}/enabled", data={"csrf_token": csrf, "enabled": "true"})
+    rotated = await browser.post(f"{base}/rotate", data={"csrf_token": csrf})
+    new_secret = SECRET.search(rotated.text)
+    assert new_secret
+    assert new_secret.group() != secret
+
+    tested = await browser.post(f"{base}/test", data={"csrf_token": csrf})
+    assert tested.status_code == 303
+    events = await browser.get("/dashboard/events", params={"type": "ping"})
+    event_id = EVENT.search(events.text)
+    assert event_id, events.text
+    event = await browser.get(f"/dashboard/events/{event_id.group(1)}")
+    payload = html.unescape(event.text)
+    assert f'"endpoint_id": "{endpoint_id}"' in payload
+    assert '"type": "ping"' in payload
+    delivery_id = DELIVERY.search(event.text)
+    assert delivery_id
+
+    filtered = await browser.get(
+        "/dashboard/deliveries", params={"endpoint_id": endpoint_id, "status": "pending"}
+    )
+    assert delivery_id.group(1) in filtered.text
+    none = await browser.get("/dashboard/deliveries", params={"status": "dead"})
+    assert delivery_id.group(1) not in none.text
+
+    detail = await browser.get(f"/dashboard/deliveries/{delivery_id.group(1)}")
+    assert "Retry" in detail.text
+    retried = await browser.post(
+        f"/dashboard/deliveries/{delivery_id.group(1)}/retry", data={"csrf_token": csrf}
+    )
+    assert retried.status_code == 303
+    assert "queued for another attempt" in (await browser.get(retried.headers["location"])).text
+
+    recovered = await browser.post(
+        f"{base}/recover", data={"csrf_token": csrf, "since": "2020-01-01T00:00:00"}
+    )
+    assert "deliveries queued again" in recovered.text
+
+
+async def test_actions_need_the_csrf_token(browser: httpx.AsyncClient, api_key: str) -> None:
+    csrf = await log_in(browser, api_key)
+    endpoint_id, _ = await _create_endpoint(browser, csrf, "https://example.com/c")
+    for path, data in [
+        ("/dashboard/endpoints", {"url": "https://example.com/d"}),
+        (f"/dashboard/endpoints/{endpoint_id}/enabled", {"enabled": "false"}),
+        (f"/dashboard/endpoints/{endpoint_id}/rotate", {}),
+        (f"/dashboard/endpoints/{endpoint_id}/test", {}),
+        (f"/dashboard/endpoints/{endpoint_id}/recover", {"since": "2020-01-01T00:00:00"}),
+    ]:
+        refused = await browser.post(path, data=data)
+        assert refused.status_code == 403, path
+    assert "enabled" in (await browser.get(f"/dashboard/endpoints/{endpoint_id}")).text
+
+
+async def test_another_account_sees_nothing_of_the_first(app: FastAPI, api_key: str) -> None:
+    other_key = await create_key(app.state.db, f"other-{uuid.uuid4().hex[:8]}")
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as first,
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as second,
+    ):
+        csrf = await log_in(first, api_key)
+        endpoint_id, _ = await _create_endpoint(first, csrf, "https://example.com/mine")
+        await first.post(f"/dashboard/endpoints/{endpoint_id}/test", data={"csrf_token": csrf})
+        events = await first.get("/dashboard/events")
+        event_id = EVENT.search(events.text)
+        assert event_id
+
+        other_csrf = await log_in(second, other_key)
+        for path in (
+            "/dashboard",
+            "/dashboard/endpoints",
+            "/dashboard/events",
+            "/dashboard/deliveries",
+        ):
+            page = await second.get(path)
+            assert page.status_code == 200
+            assert endpoint_id not in page.text
+            assert event_id.group(1) not in page.text
+        assert (await second.get(f"/dashboard/endpoints/{endpoint_id}")).status_code == 404
+        assert (await second.get(f"/dashboard/events/{event_id.group(1)}")).status_code == 404
+        stolen = await second.post(
+            f"/dashboard/endpoints/{endpoint_id}/rotate", data={"csrf_token": other_csrf}
+        )
+        assert stolen.status_code == 404
