@@ -165,6 +165,8 @@ class Running:
         env = {
             **os.environ,
             "USTUN_DATABASE_URL": url,
+            # PostgreSQL refuses to start without the key that encrypts webhook secrets.
+            "USTUN_SECRET_KEY": "benchmark-secret-key-of-at-least-32-characters",
             "BENCH_VARIANT": variant.layer,
             "BENCH_REDIS_PREFIX": self.redis_prefix,
             "PYTHONPATH": str(ROOT),
