@@ -4,7 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint typecheck unit clean
+PARSER := tests/contracts/node_modules/@asyncapi/parser
+
+.PHONY: serve test test-tools lint typecheck clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,7 +26,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck
+# What the suite needs beyond Python: the official AsyncAPI parser (npm) and Debian's
+# chromium for the dashboard browser tests. Installed once, when missing.
+$(PARSER): tests/contracts/package-lock.json
+	npm ci --prefix tests/contracts --no-audit --no-fund
+
+/usr/bin/chromium:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
+test-tools: $(PARSER) /usr/bin/chromium
+
+test: lint typecheck test-tools
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 clean:
