@@ -43,6 +43,25 @@ async def test_enqueue_commits_and_rolls_back_with_the_callers_unit_of_work(db: 
     )
 
 
+async def test_enqueue_shares_the_transaction_of_the_callers_other_writes(db: Database) -> None:
+    kind = _kind()
+    with pytest.raises(RuntimeError):
+        async with db.unit_of_work() as uow:
+            first = await jobs.enqueue(db, kind)
+            await uow.conn.execute(
+                update(jobs_table).where(jobs_table.c.id == first.id).values(progress=5)
+            )
+            second = await jobs.enqueue(db, kind)
+            raise RuntimeError("the caller's work failed")
+    assert await jobs.get(db, first.id, account_id=None) is None
+    assert await jobs.get(db, second.id, account_id=None) is None
+
+    async with db.unit_of_work() as uow:
+        await uow.conn.execute(select(func.count()).select_from(jobs_table))
+        kept = await jobs.enqueue(db, kind, {"when": "now"}, max_attempts=7)
+    assert await jobs.get(db, kept.id, account_id=None) == kept
+
+
 async def test_claim_takes_a_bounded_batch_oldest_first(db: Database) -> None:
     kind = _kind()
     made = [await jobs.enqueue(db, kind, {"i": i}) for i in range(5)]

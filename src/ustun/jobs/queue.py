@@ -7,6 +7,7 @@ jobs trigger's NOTIFY is delivered at commit; this process's runners by an after
 
 from __future__ import annotations
 
+import json
 import weakref
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,6 +24,13 @@ from ustun.store import Database, UnitOfWork
 
 PURGE_BATCH = 500
 _INSERT = insert(jobs)
+# The same row through asyncpg itself: the columns every new job has in common are literals,
+# the nullable ones left out (NULL).
+_PG_INSERT = (
+    "INSERT INTO jobs (id, account_id, kind, status, payload, progress, attempts, max_attempts,"
+    " run_at, cancel_requested, has_result, version, created_at, updated_at)"
+    " VALUES ($1, $2, $3, 'pending', $4, 0, 0, $5, $6, false, false, 1, $7, $7)"
+)
 _woken: weakref.WeakSet[UnitOfWork] = weakref.WeakSet()
 
 
@@ -74,13 +82,39 @@ async def enqueue(
         completed_at=None,
     )
     async with db.unit_of_work() as uow:
-        await uow.conn.execute(_INSERT, _values(job))
+        if uow.conn.dialect.driver == "asyncpg":
+            await _insert_asyncpg(uow, job)
+        else:
+            await uow.conn.execute(_INSERT, _values(job))
         _wake_after_commit(uow)
     return job
 
 
 def _values(job: Job) -> dict[str, Any]:
     return {name: getattr(job, name) for name in Job.__slots__}
+
+
+async def _insert_asyncpg(uow: UnitOfWork, job: Job) -> None:
+    """Insert the job on the unit of work's own asyncpg connection, in its transaction.
+
+    Skips SQLAlchemy's statement machinery (half a producer's CPU per job). SQLAlchemy's
+    adapter opens the transaction at its first statement: if that is this one, open it here.
+    """
+    raw = uow.conn.sync_connection
+    assert raw is not None, "a unit of work's connection is open"
+    adapted: Any = raw.connection.dbapi_connection
+    if adapted._transaction is None:
+        await adapted._start_transaction()
+    await adapted.driver_connection.execute(
+        _PG_INSERT,
+        job.id,
+        job.account_id,
+        job.kind,
+        json.dumps(job.payload),
+        job.max_attempts,
+        job.run_at,
+        job.created_at,
+    )
 
 
 def _owned(job_id: str, account_id: str | None) -> list[ColumnElement[bool]]:
