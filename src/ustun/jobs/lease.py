@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -226,6 +226,30 @@ async def finish(
     return changed
 
 
+def _settle_done_statement() -> Update:
+    """Many held jobs to `done` in one UPDATE, built once; it returns only what may differ."""
+    now = bindparam("now", type_=UTCDateTime())
+    held = tuple_(jobs.c.id, jobs.c.attempts, jobs.c.locked_by)
+    return (
+        update(jobs)
+        .where(held.in_(bindparam("held", expanding=True)), status_is(states.PROCESSING))
+        .values(**_SETTLED_DONE, version=jobs.c.version + 1, updated_at=now, completed_at=now)
+        .returning(jobs.c.id, jobs.c.version, jobs.c.cancel_requested)
+    )
+
+
+# What a plain `done` sets besides its version and timestamps (as `_outcome_values` does).
+_SETTLED_DONE: dict[str, Any] = {
+    "status": states.check(states.PROCESSING, states.DONE),
+    "locked_by": None,
+    "lease_until": None,
+    "error": None,
+    "progress": 100,
+    "has_result": False,
+}
+_SETTLE_DONE = _settle_done_statement()
+
+
 async def settle(
     db: Database, batch: Sequence[tuple[Job, Outcome]], *, hooks: Sequence[FinalHook] = ()
 ) -> dict[str, Job | None]:
@@ -235,22 +259,23 @@ async def settle(
     row, or None for a job whose lease was lost (its outcome is dropped, the rest commit).
     """
     settled: dict[str, Job | None] = {job.id: None for job, _ in batch}
-    plain = [job for job, outcome in batch if outcome == DONE]
+    plain = {job.id: job for job, outcome in batch if outcome == DONE}
     async with _one_statement(db, alone=len(plain) == len(batch) and not hooks) as conn:
         if plain:
-            held = tuple_(jobs.c.id, jobs.c.attempts, jobs.c.locked_by)
-            rows = (
-                await conn.execute(
-                    update(jobs)
-                    .where(
-                        held.in_([(j.id, j.attempts, j.locked_by) for j in plain]),
-                        status_is(states.PROCESSING),
-                    )
-                    .values(**_outcome_values(states.PROCESSING, DONE, clock.now()))
-                    .returning(*jobs.c)
+            now = clock.now()
+            held = [(j.id, j.attempts, j.locked_by) for j in plain.values()]
+            rows = (await conn.execute(_SETTLE_DONE, {"held": held, "now": now})).all()
+            changed = [
+                replace(
+                    plain[row.id],
+                    **_SETTLED_DONE,
+                    version=row.version,
+                    cancel_requested=row.cancel_requested,
+                    updated_at=now,
+                    completed_at=now,
                 )
-            ).all()
-            changed = [Job.from_row(row) for row in rows]
+                for row in rows
+            ]
             settled.update((job.id, job) for job in changed)
             if hooks:
                 uow = current_unit_of_work()
