@@ -192,6 +192,8 @@ async def test_settle_commits_a_batch_and_skips_only_the_jobs_it_lost(db: Databa
     held = await lease.claim(db, worker_id="wrk_a", kinds=[kind], limit=4, lease=30)
     await _expire(db, held[3].id)
     await lease.recover_expired(db)
+    await lease.set_progress(db, held[1], 40)
+    await jobs.cancel(db, held[1].id, account_id=None)
     outcomes = [
         (held[0], lease.DONE),
         (held[1], lease.DONE),
@@ -208,6 +210,8 @@ async def test_settle_commits_a_batch_and_skips_only_the_jobs_it_lost(db: Databa
     back = await jobs.get(db, held[3].id, account_id=None)
     assert back is not None
     assert back.status == "pending"
+    for job in held[:3]:
+        assert settled[job.id] == await jobs.get(db, job.id, account_id=None)
 
 
 async def test_the_sweeper_loop_purges_until_stopped(db: Database) -> None:
