@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from support import free_port
+from ustun.webhooks.dispatcher import Dispatcher
 
 Reply = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # make_endpoint(url, events=("*",), **options) -> (endpoint id, secret)
@@ -33,11 +35,16 @@ class Received:
 
 @dataclass
 class Receiver:
-    """Serves every path; `script[path]` is a list of replies used in turn, then `ok`."""
+    """Serves every path; `script[path]` is a list of replies used in turn, then `ok`.
+
+    `in_flight` counts requests not yet answered; `most_in_flight` is its high-water mark.
+    """
 
     port: int = field(default_factory=free_port)
     script: dict[str, list[Reply]] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
+    in_flight: int = 0
+    most_in_flight: int = 0
     _runner: web.AppRunner | None = None
 
     def url(self, path: str = "/hook") -> str:
@@ -50,7 +57,12 @@ class Receiver:
         body = await request.read()
         self.received.append(Received(request.path, dict(request.headers), body, time.monotonic()))
         replies = self.script.get(request.path, [])
-        return await (replies.pop(0) if replies else ok)(request)
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            return await (replies.pop(0) if replies else ok)(request)
+        finally:
+            self.in_flight -= 1
 
     async def start(self) -> Receiver:
         app = web.Application()
@@ -79,6 +91,29 @@ def sleep(seconds: float) -> Reply:
         return web.Response(text="late")
 
     return reply
+
+
+def hold(gate: asyncio.Event) -> Reply:
+    """A reply that hangs until `gate` is set: an endpoint that is stuck, not down."""
+
+    async def reply(_: web.Request) -> web.StreamResponse:
+        await gate.wait()
+        return web.Response(text="released")
+
+    return reply
+
+
+@contextlib.asynccontextmanager
+async def running(dispatcher: Dispatcher) -> AsyncIterator[Dispatcher]:
+    """Run `dispatcher` in the current event loop for the body of the `async with`."""
+    stopping = asyncio.Event()
+    task = asyncio.create_task(dispatcher.run(stopping))
+    try:
+        yield dispatcher
+    finally:
+        stopping.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
 
 
 async def until(condition: Callable[[], Awaitable[Any]], *, within: float = 15.0, what: str) -> Any:

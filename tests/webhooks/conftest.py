@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -15,7 +13,7 @@ from ustun.store.tables import api_keys
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.secretbox import SecretBox
-from webhook_support import SCHEDULE, MakeEndpoint, Receiver
+from webhook_support import SCHEDULE, MakeEndpoint, Receiver, running
 
 
 @pytest.fixture
@@ -52,13 +50,8 @@ async def dispatcher(
     db: Database, box: SecretBox, config: DispatchConfig
 ) -> AsyncIterator[Dispatcher]:
     """A dispatcher running in this test's event loop until the test ends."""
-    running = Dispatcher(db, box, config)
-    stopping = asyncio.Event()
-    task = asyncio.create_task(running.run(stopping))
-    yield running
-    stopping.set()
-    with contextlib.suppress(asyncio.CancelledError):
-        await asyncio.wait_for(task, 10)
+    async with running(Dispatcher(db, box, config)) as started:
+        yield started
 
 
 @pytest.fixture

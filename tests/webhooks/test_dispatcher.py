@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +16,15 @@ from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.tables import attempts, deliveries, endpoints, events
-from webhook_support import SCHEDULE, MakeEndpoint, Receiver, sleep, status, until
+from webhook_support import (
+    SCHEDULE,
+    MakeEndpoint,
+    Receiver,
+    hold,
+    running,
+    status,
+    until,
+)
 
 
 async def send(db: Database, account_id: str, event_type: str, **data: Any) -> str:
@@ -192,25 +199,39 @@ async def test_429_short_retry_after_comes_back_sooner_than_the_schedule(
 
 
 async def test_slow_endpoint_does_not_slow_another(
-    db: Database, account_id: str, make_endpoint: MakeEndpoint, dispatcher: Dispatcher
+    db: Database,
+    account_id: str,
+    box: SecretBox,
+    config: DispatchConfig,
+    make_endpoint: MakeEndpoint,
 ) -> None:
+    """An endpoint that hangs holds only its own eight slots; another endpoint's events flow."""
     slow, fast = Receiver(), Receiver()
+    gate = asyncio.Event()
     await slow.start()
     await fast.start()
+    # A timeout longer than the test, so the hung requests stay in flight until released.
+    patient = dataclasses.replace(config, timeout=60.0)
     try:
-        slow.script["/hook"] = [sleep(5)] * 40
-        await make_endpoint(slow.url(), ("slow.*",))
-        await make_endpoint(fast.url(), ("fast.*",))
-        for i in range(40):
-            await send(db, account_id, "slow.thing", n=i)
-        await until(lambda: _async(len(slow.received) >= 8), what="the slow endpoint to be busy")
-        started = time.monotonic()
-        fast_events = [await send(db, account_id, "fast.thing", n=i) for i in range(20)]
-        for event_id in fast_events:
-            await settled(db, event_id, "succeeded")
-        assert time.monotonic() - started < 1.5
-        # The cap (8 in flight) held: the slow endpoint never saw more at once.
-        assert len(slow.received) <= 8
+        async with running(Dispatcher(db, box, patient)):
+            try:
+                slow.script["/hook"] = [hold(gate)] * 40
+                await make_endpoint(slow.url(), ("slow.*",))
+                await make_endpoint(fast.url(), ("fast.*",))
+                slow_events = [await send(db, account_id, "slow.thing", n=i) for i in range(40)]
+                await until(lambda: _async(slow.in_flight == 8), what="the slow endpoint's cap")
+                fast_events = [await send(db, account_id, "fast.thing", n=i) for i in range(20)]
+                for event_id in fast_events:
+                    await settled(db, event_id, "succeeded")
+                # All of that happened while the first eight slow requests hung: no ninth was sent.
+                assert (len(slow.received), slow.in_flight) == (8, 8)
+                gate.set()
+                for event_id in slow_events:
+                    await settled(db, event_id, "succeeded")
+                assert slow.most_in_flight == 8
+                assert len(slow.received) == 40
+            finally:
+                gate.set()
     finally:
         await slow.stop()
         await fast.stop()
@@ -266,9 +287,7 @@ async def test_endpoint_failing_past_the_limit_is_disabled(
     down = Receiver()  # never started: every attempt fails to connect
     endpoint_id, _ = await make_endpoint(down.url())
     quick = dataclasses.replace(config, disable_after=timedelta(seconds=0.5))
-    stopping = asyncio.Event()
-    task = asyncio.create_task(Dispatcher(db, box, quick).run(stopping))
-    try:
+    async with running(Dispatcher(db, box, quick)):
         await send(db, account_id, "payment.created")
 
         async def disabled() -> bool:
@@ -278,9 +297,6 @@ async def test_endpoint_failing_past_the_limit_is_disabled(
                 )
 
         await until(disabled, what="the failing endpoint to be disabled")
-    finally:
-        stopping.set()
-        await asyncio.wait_for(task, 10)
     async with db.read() as conn:
         logged = (
             await conn.execute(
