@@ -169,33 +169,38 @@ async def test_410_disables_the_endpoint_and_logs_it(
 async def test_429_retry_after_is_honoured_and_clamped(
     db: Database,
     account_id: str,
+    box: SecretBox,
+    config: DispatchConfig,
     receiver: Receiver,
     make_endpoint: MakeEndpoint,
-    dispatcher: Dispatcher,
 ) -> None:
-    # Scheduled delay 0.2 s ±20 %; Retry-After 1 is clamped to 2 x 0.2 = 0.4 s, never 1 s.
-    receiver.script["/hook"] = [status(429, {"Retry-After": "1"})]
+    # Scheduled delay 1 s ±20 %; Retry-After 10 is clamped to 2 x 1 s, neither 1 s nor 10 s.
+    receiver.script["/hook"] = [status(429, {"Retry-After": "10"})]
     await make_endpoint(receiver.url())
-    event_id = await send(db, account_id, "payment.created")
-    await settled(db, event_id, "succeeded")
+    async with running(Dispatcher(db, box, dataclasses.replace(config, retry_schedule=(1.0,)))):
+        event_id = await send(db, account_id, "payment.created")
+        await settled(db, event_id, "succeeded")
     first, second = receiver.received
-    assert 0.35 <= second.at - first.at < 0.9
+    assert 1.6 <= second.at - first.at < 5
 
 
 async def test_429_short_retry_after_comes_back_sooner_than_the_schedule(
     db: Database,
     account_id: str,
+    box: SecretBox,
+    config: DispatchConfig,
     receiver: Receiver,
     make_endpoint: MakeEndpoint,
-    dispatcher: Dispatcher,
 ) -> None:
     receiver.script["/hook"] = [status(500), status(503, {"Retry-After": "0"})]
     await make_endpoint(receiver.url())
-    event_id = await send(db, account_id, "payment.created")
-    await settled(db, event_id, "succeeded")
+    # The schedule says 4 s ±20 % after the second attempt; Retry-After: 0 says now.
+    patient = dataclasses.replace(config, retry_schedule=(0.2, 4.0))
+    async with running(Dispatcher(db, box, patient)):
+        event_id = await send(db, account_id, "payment.created")
+        await settled(db, event_id, "succeeded")
     _, second, third = receiver.received
-    # The schedule says 0.4 s ±20 % after the second attempt; Retry-After: 0 says now.
-    assert third.at - second.at < 0.3
+    assert third.at - second.at < 2
 
 
 async def test_slow_endpoint_does_not_slow_another(
