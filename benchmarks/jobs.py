@@ -117,16 +117,19 @@ async def measure(
 ) -> float:
     """Warm up with one job, then time `total` jobs from first enqueue to last done.
 
-    Also prints the CPU time per job of the producers (this process) and of the worker.
+    Also prints the CPU time per job of the producers (this process), of the worker, and of
+    every PostgreSQL server process (including any other load on the same server).
     """
     try:
         await enqueue_one()
         await wait_done(done, 1, WARMUP_TIMEOUT)
         start, cpu, worker_cpu = time.perf_counter(), time.process_time(), cpu_seconds(worker)
+        server_cpu = postgres_cpu_seconds()
         producing = asyncio.create_task(produce(total, enqueue_one))
         await wait_done(done, total + 1, 300)
         elapsed = time.perf_counter() - start
         cpu, worker_cpu = time.process_time() - cpu, cpu_seconds(worker) - worker_cpu
+        server_cpu = postgres_cpu_seconds() - server_cpu
         await producing
     finally:
         worker.terminate()
@@ -135,7 +138,7 @@ async def measure(
     print(
         f"{name:<22} {total} jobs in {elapsed:6.2f} s = {rate:7.0f} jobs/s"
         f"   CPU per job: producers {cpu / total * 1e3:.2f} ms,"
-        f" worker {worker_cpu / total * 1e3:.2f} ms",
+        f" worker {worker_cpu / total * 1e3:.2f} ms, PostgreSQL {server_cpu / total * 1e3:.2f} ms",
         flush=True,
     )
     return rate
@@ -143,7 +146,24 @@ async def measure(
 
 def cpu_seconds(process: subprocess.Popen[bytes]) -> float:
     """User + system CPU seconds a child process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return _stat_cpu(Path(f"/proc/{process.pid}/stat").read_text())
+
+
+def postgres_cpu_seconds() -> float:
+    """User + system CPU seconds of every live `postgres` process on this machine."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the process exited meanwhile
+            continue
+        if text.partition("(")[2].startswith("postgres)"):
+            total += _stat_cpu(text)
+    return total
+
+
+def _stat_cpu(stat: str) -> float:
+    fields = stat.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
