@@ -3,7 +3,9 @@
 8 concurrent producers enqueue N no-op jobs, one job per transaction, while ONE worker process
 drains; the figure is N / (time from the first enqueue to the moment every job is done).
 A pgbench run of one-row INSERT transactions with 8 clients on the same server gives the
-commit ceiling. `--enqueue-only` measures the producers alone (where their CPU goes).
+commit ceiling. Every process runs on uvloop when it is installed (as `ustun worker` and
+pgqueuer's own CLI do), on asyncio's loop otherwise: the same for every system.
+`--enqueue-only` measures the producers alone (where their CPU goes).
 Run:  .venv/bin/python benchmarks/jobs.py [--jobs 2000] [--concurrency 16] [--enqueue-only]
 (needs the `bench` extra and PostgreSQL on 127.0.0.1:5432).
 """
@@ -28,6 +30,11 @@ from typing import Any
 import asyncpg
 
 from ustun import jobs as ustun_jobs
+
+try:
+    from uvloop import run as run_loop
+except ImportError:
+    run_loop = asyncio.run  # type: ignore[assignment]
 
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
@@ -373,7 +380,8 @@ async def enqueue_costs(total: int) -> None:
 async def main(total: int, concurrency: int, pgbench_seconds: int) -> None:
     print(
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
-        f"{total} no-op jobs, {PRODUCERS} producers, worker concurrency {concurrency}"
+        f"{total} no-op jobs, {PRODUCERS} producers, worker concurrency {concurrency}, "
+        f"event loop {run_loop.__module__}"
     )
     rates: dict[str, float] = {}
     for name, bench in (
@@ -405,7 +413,7 @@ async def main(total: int, concurrency: int, pgbench_seconds: int) -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1].startswith("worker-"):
         target = {"worker-procrastinate": procrastinate_worker, "worker-pgqueuer": pgqueuer_worker}
-        asyncio.run(target[sys.argv[1]](sys.argv[2], int(sys.argv[3])))
+        run_loop(target[sys.argv[1]](sys.argv[2], int(sys.argv[3])))
     else:
         parser = argparse.ArgumentParser(description=__doc__)
         parser.add_argument("--jobs", type=int, default=2000)
@@ -416,6 +424,6 @@ if __name__ == "__main__":
         )
         options = parser.parse_args()
         if options.enqueue_only:
-            asyncio.run(enqueue_costs(options.jobs))
+            run_loop(enqueue_costs(options.jobs))
         else:
-            asyncio.run(main(options.jobs, options.concurrency, options.pgbench_seconds))
+            run_loop(main(options.jobs, options.concurrency, options.pgbench_seconds))
