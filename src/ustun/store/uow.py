@@ -124,14 +124,22 @@ class UnitOfWork:
         """
         uow = cls(conn)
         token = _current.set(uow) if ambient else None
+        # SQLAlchemy begins the transaction at the first statement (SQLite: `BEGIN IMMEDIATE`
+        # from the engine's begin event); one that executed nothing has nothing to commit.
         try:
-            async with conn.begin():
+            try:
                 yield uow
                 for hook in uow._before:
                     await hook()
                 alone = len(uow._last) == 1 and not _begun(conn)
                 for last in uow._last:
                     await last(alone)
+            except BaseException:
+                if conn.in_transaction():
+                    await conn.rollback()
+                raise
+            if conn.in_transaction():
+                await conn.commit()
         finally:
             if token is not None:
                 _current.reset(token)
@@ -161,6 +169,9 @@ async def asyncpg_connection(conn: AsyncConnection, *, begin: bool = True) -> An
     (SQLAlchemy's adapter BEGINs lazily); SQLAlchemy then commits or rolls it back as usual.
     """
     adapted = _adapted(conn)
-    if begin and adapted._transaction is None:
-        await adapted._start_transaction()
+    if begin:
+        if not conn.in_transaction():
+            await conn.begin()
+        if adapted._transaction is None:
+            await adapted._start_transaction()
     return adapted.driver_connection
