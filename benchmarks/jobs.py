@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import subprocess
@@ -121,22 +122,27 @@ async def measure(
     enqueue_one: Callable[[], Awaitable[object]],
     done: Callable[[], Awaitable[int]],
     total: int,
+    database: str | None,
 ) -> float:
     """Warm up with one job, then time `total` jobs from first enqueue to last done.
 
     Also prints the CPU time per job of the producers (this process), of the worker, and of
-    every PostgreSQL server process (including any other load on the same server).
+    the PostgreSQL backends connected to `database` (not the server's shared processes, nor
+    any other load on the same server).
     """
     try:
         await enqueue_one()
         await wait_done(done, 1, WARMUP_TIMEOUT)
+        backends = await backend_cpu(database)
         start, cpu, worker_cpu = time.perf_counter(), time.process_time(), cpu_seconds(worker)
-        server_cpu = postgres_cpu_seconds()
         producing = asyncio.create_task(produce(total, enqueue_one))
         await wait_done(done, total + 1, 300)
         elapsed = time.perf_counter() - start
         cpu, worker_cpu = time.process_time() - cpu, cpu_seconds(worker) - worker_cpu
-        server_cpu = postgres_cpu_seconds() - server_cpu
+        server_cpu = sum(
+            seconds - backends.get(pid, 0.0)
+            for pid, seconds in (await backend_cpu(database)).items()
+        )
         await producing
     finally:
         worker.terminate()
@@ -156,17 +162,26 @@ def cpu_seconds(process: subprocess.Popen[bytes]) -> float:
     return _stat_cpu(Path(f"/proc/{process.pid}/stat").read_text())
 
 
-def postgres_cpu_seconds() -> float:
-    """User + system CPU seconds of every live `postgres` process on this machine."""
-    total = 0.0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # the process exited meanwhile
-            continue
-        if text.partition("(")[2].startswith("postgres)"):
-            total += _stat_cpu(text)
-    return total
+async def backend_cpu(database: str | None) -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL backend connected to `database` (Linux /proc)."""
+    if database is None:
+        return {}
+    admin = await asyncpg.connect(f"{PG}/postgres")
+    try:
+        query = "SELECT pid FROM pg_stat_activity WHERE datname = $1"
+        pids = [row["pid"] for row in await admin.fetch(query, database)]
+    finally:
+        await admin.close()
+    return processes_cpu(pids)
+
+
+def processes_cpu(pids: list[int]) -> dict[int, float]:
+    """User + system CPU seconds so far of each process still alive in `pids`."""
+    seconds = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):  # the process exited meanwhile
+            seconds[pid] = _stat_cpu(Path(f"/proc/{pid}/stat").read_text())
+    return seconds
 
 
 def _stat_cpu(stat: str) -> float:
@@ -178,6 +193,11 @@ def spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Pope
     return subprocess.Popen(
         args, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=sys.stderr
     )
+
+
+def database_of(dsn: str) -> str:
+    """The database name at the end of a `postgresql://…/name` DSN."""
+    return dsn.rsplit("/", 1)[1]
 
 
 async def fresh_pg_database() -> str:
@@ -230,7 +250,8 @@ async def bench_ustun(url: str, total: int, concurrency: int) -> float:
 
     backend = "SQLite" if db.is_sqlite else "PostgreSQL"
     try:
-        return await measure(f"ustun ({backend})", worker, enqueue_one, done, total)
+        database = None if db.is_sqlite else db.engine.url.database
+        return await measure(f"ustun ({backend})", worker, enqueue_one, done, total, database)
     finally:
         await db.dispose()
 
@@ -248,7 +269,9 @@ async def bench_procrastinate(dsn: str, total: int, concurrency: int) -> float:
             return int(await probe.fetchval(query))
 
         try:
-            return await measure("procrastinate", worker, task.defer_async, done, total)
+            return await measure(
+                "procrastinate", worker, task.defer_async, done, total, database_of(dsn)
+            )
         finally:
             await probe.close()
 
@@ -272,7 +295,7 @@ async def bench_pgqueuer(dsn: str, total: int, concurrency: int) -> float:
         return enqueued - int(waiting)
 
     try:
-        return await measure("pgqueuer", worker, enqueue_one, done, total)
+        return await measure("pgqueuer", worker, enqueue_one, done, total, database_of(dsn))
     finally:
         await pool.close()
 
