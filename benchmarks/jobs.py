@@ -3,7 +3,9 @@
 8 concurrent producers enqueue N no-op jobs, one job per transaction, while ONE worker process
 drains; the figure is N / (time from the first enqueue to the moment every job is done).
 A pgbench run of one-row INSERT transactions with 8 clients on the same server gives the
-commit ceiling. `--enqueue-only` measures the producers alone (where their CPU goes).
+commit ceiling. Every process runs on uvloop when it is installed (as `ustun worker` and
+pgqueuer's own CLI do), on asyncio's loop otherwise: the same for every system.
+`--enqueue-only` measures the producers alone (where their CPU goes).
 Run:  .venv/bin/python benchmarks/jobs.py [--jobs 2000] [--concurrency 16] [--enqueue-only]
 (needs the `bench` extra and PostgreSQL on 127.0.0.1:5432).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import subprocess
@@ -28,6 +31,11 @@ from typing import Any
 import asyncpg
 
 from ustun import jobs as ustun_jobs
+
+try:
+    from uvloop import run as run_loop
+except ImportError:
+    run_loop = asyncio.run  # type: ignore[assignment]
 
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
@@ -114,19 +122,27 @@ async def measure(
     enqueue_one: Callable[[], Awaitable[object]],
     done: Callable[[], Awaitable[int]],
     total: int,
+    database: str | None,
 ) -> float:
     """Warm up with one job, then time `total` jobs from first enqueue to last done.
 
-    Also prints the CPU time per job of the producers (this process) and of the worker.
+    Also prints the CPU time per job of the producers (this process), of the worker, and of
+    the PostgreSQL backends connected to `database` (not the server's shared processes, nor
+    any other load on the same server).
     """
     try:
         await enqueue_one()
         await wait_done(done, 1, WARMUP_TIMEOUT)
+        backends = await backend_cpu(database)
         start, cpu, worker_cpu = time.perf_counter(), time.process_time(), cpu_seconds(worker)
         producing = asyncio.create_task(produce(total, enqueue_one))
         await wait_done(done, total + 1, 300)
         elapsed = time.perf_counter() - start
         cpu, worker_cpu = time.process_time() - cpu, cpu_seconds(worker) - worker_cpu
+        server_cpu = sum(
+            seconds - backends.get(pid, 0.0)
+            for pid, seconds in (await backend_cpu(database)).items()
+        )
         await producing
     finally:
         worker.terminate()
@@ -135,7 +151,7 @@ async def measure(
     print(
         f"{name:<22} {total} jobs in {elapsed:6.2f} s = {rate:7.0f} jobs/s"
         f"   CPU per job: producers {cpu / total * 1e3:.2f} ms,"
-        f" worker {worker_cpu / total * 1e3:.2f} ms",
+        f" worker {worker_cpu / total * 1e3:.2f} ms, PostgreSQL {server_cpu / total * 1e3:.2f} ms",
         flush=True,
     )
     return rate
@@ -143,7 +159,33 @@ async def measure(
 
 def cpu_seconds(process: subprocess.Popen[bytes]) -> float:
     """User + system CPU seconds a child process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return _stat_cpu(Path(f"/proc/{process.pid}/stat").read_text())
+
+
+async def backend_cpu(database: str | None) -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL backend connected to `database` (Linux /proc)."""
+    if database is None:
+        return {}
+    admin = await asyncpg.connect(f"{PG}/postgres")
+    try:
+        query = "SELECT pid FROM pg_stat_activity WHERE datname = $1"
+        pids = [row["pid"] for row in await admin.fetch(query, database)]
+    finally:
+        await admin.close()
+    return processes_cpu(pids)
+
+
+def processes_cpu(pids: list[int]) -> dict[int, float]:
+    """User + system CPU seconds so far of each process still alive in `pids`."""
+    seconds = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):  # the process exited meanwhile
+            seconds[pid] = _stat_cpu(Path(f"/proc/{pid}/stat").read_text())
+    return seconds
+
+
+def _stat_cpu(stat: str) -> float:
+    fields = stat.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -151,6 +193,11 @@ def spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Pope
     return subprocess.Popen(
         args, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=sys.stderr
     )
+
+
+def database_of(dsn: str) -> str:
+    """The database name at the end of a `postgresql://…/name` DSN."""
+    return dsn.rsplit("/", 1)[1]
 
 
 async def fresh_pg_database() -> str:
@@ -203,7 +250,8 @@ async def bench_ustun(url: str, total: int, concurrency: int) -> float:
 
     backend = "SQLite" if db.is_sqlite else "PostgreSQL"
     try:
-        return await measure(f"ustun ({backend})", worker, enqueue_one, done, total)
+        database = None if db.is_sqlite else db.engine.url.database
+        return await measure(f"ustun ({backend})", worker, enqueue_one, done, total, database)
     finally:
         await db.dispose()
 
@@ -221,7 +269,9 @@ async def bench_procrastinate(dsn: str, total: int, concurrency: int) -> float:
             return int(await probe.fetchval(query))
 
         try:
-            return await measure("procrastinate", worker, task.defer_async, done, total)
+            return await measure(
+                "procrastinate", worker, task.defer_async, done, total, database_of(dsn)
+            )
         finally:
             await probe.close()
 
@@ -245,7 +295,7 @@ async def bench_pgqueuer(dsn: str, total: int, concurrency: int) -> float:
         return enqueued - int(waiting)
 
     try:
-        return await measure("pgqueuer", worker, enqueue_one, done, total)
+        return await measure("pgqueuer", worker, enqueue_one, done, total, database_of(dsn))
     finally:
         await pool.close()
 
@@ -353,7 +403,8 @@ async def enqueue_costs(total: int) -> None:
 async def main(total: int, concurrency: int, pgbench_seconds: int) -> None:
     print(
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
-        f"{total} no-op jobs, {PRODUCERS} producers, worker concurrency {concurrency}"
+        f"{total} no-op jobs, {PRODUCERS} producers, worker concurrency {concurrency}, "
+        f"event loop {run_loop.__module__}"
     )
     rates: dict[str, float] = {}
     for name, bench in (
@@ -385,7 +436,7 @@ async def main(total: int, concurrency: int, pgbench_seconds: int) -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1].startswith("worker-"):
         target = {"worker-procrastinate": procrastinate_worker, "worker-pgqueuer": pgqueuer_worker}
-        asyncio.run(target[sys.argv[1]](sys.argv[2], int(sys.argv[3])))
+        run_loop(target[sys.argv[1]](sys.argv[2], int(sys.argv[3])))
     else:
         parser = argparse.ArgumentParser(description=__doc__)
         parser.add_argument("--jobs", type=int, default=2000)
@@ -396,6 +447,6 @@ if __name__ == "__main__":
         )
         options = parser.parse_args()
         if options.enqueue_only:
-            asyncio.run(enqueue_costs(options.jobs))
+            run_loop(enqueue_costs(options.jobs))
         else:
-            asyncio.run(main(options.jobs, options.concurrency, options.pgbench_seconds))
+            run_loop(main(options.jobs, options.concurrency, options.pgbench_seconds))

@@ -48,9 +48,7 @@ async def test_enqueue_shares_the_transaction_of_the_callers_other_writes(db: Da
     with pytest.raises(RuntimeError):
         async with db.unit_of_work() as uow:
             first = await jobs.enqueue(db, kind)
-            await uow.conn.execute(
-                update(jobs_table).where(jobs_table.c.id == first.id).values(progress=5)
-            )
+            await uow.conn.execute(select(func.count()).select_from(jobs_table))
             second = await jobs.enqueue(db, kind)
             raise RuntimeError("the caller's work failed")
     assert await jobs.get(db, first.id, account_id=None) is None
@@ -60,6 +58,39 @@ async def test_enqueue_shares_the_transaction_of_the_callers_other_writes(db: Da
         await uow.conn.execute(select(func.count()).select_from(jobs_table))
         kept = await jobs.enqueue(db, kind, {"when": "now"}, max_attempts=7)
     assert await jobs.get(db, kept.id, account_id=None) == kept
+
+
+async def test_a_write_hooked_after_the_enqueue_still_commits_or_fails_with_it(
+    db: Database,
+) -> None:
+    # As the idempotency middleware completes its record: a before-commit hook added later.
+    kind = _kind()
+
+    async def lease_lost() -> None:
+        raise LeaseLost("another request took the key over")
+
+    with pytest.raises(LeaseLost):
+        async with db.unit_of_work() as uow:
+            lost = await jobs.enqueue(db, kind)
+            uow.before_commit(lease_lost)
+    assert await jobs.get(db, lost.id, account_id=None) is None
+
+    async def count() -> None:
+        await uow.conn.execute(select(func.count()).select_from(jobs_table))
+
+    async with db.unit_of_work() as uow:
+        kept = await jobs.enqueue(db, kind)
+        uow.before_commit(count)
+    assert await jobs.get(db, kept.id, account_id=None) == kept
+
+
+async def test_new_jobs_are_written_at_commit_all_together(db: Database) -> None:
+    kind = _kind()
+    async with db.unit_of_work():
+        first = await jobs.enqueue(db, kind)
+        assert await jobs.get(db, first.id, account_id=None) is None  # not before the commit
+        made = [first, await jobs.enqueue(db, kind, {"i": 2})]
+    assert [await jobs.get(db, job.id, account_id=None) for job in made] == made
 
 
 async def test_claim_takes_a_bounded_batch_oldest_first(db: Database) -> None:

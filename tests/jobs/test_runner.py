@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from sqlalchemy import update
 from job_kinds import eventually, finished, running
 from ustun import clock, jobs
 from ustun.errors import TransientError
-from ustun.jobs import lease
+from ustun.jobs import lease, runner
 from ustun.jobs.runner import RETRY_JITTER, retry_delay
 from ustun.jobs.tables import jobs as jobs_table
 from ustun.store import Database, UnitOfWork
@@ -96,6 +97,24 @@ async def test_final_hooks_see_done_and_failed_in_the_same_transaction(db: Datab
         await finished(db, good.id)
         await finished(db, failing.id)
     assert sorted(seen) == sorted([(good.id, "done", True), (failing.id, "failed", True)])
+
+
+async def test_a_backlog_drains_in_full_batches_without_waiting_to_gather(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only a claim that empties the queue waits for more enqueues to gather.
+    monkeypatch.setattr(runner, "CLAIM_GATHER", 60.0)
+    kinds = jobs.Registry()
+    kind = f"backlog-{uuid.uuid4().hex[:10]}"
+
+    @kinds.kind(kind)
+    async def quick(ctx: jobs.JobContext) -> None:
+        return None
+
+    made = [await jobs.enqueue(db, kind, kinds=kinds) for _ in range(10)]
+    async with running(db, kinds=kinds, concurrency=3):
+        for job in made:
+            assert (await finished(db, job.id)).status == "done"
 
 
 @pytest.mark.parametrize("attempt", [1, 2, 5, 40])

@@ -7,6 +7,7 @@ from ustun import clock
 from ustun.service.tables import payments
 from ustun.store import Database, async_url
 from ustun.store.tables import accounts
+from ustun.store.uow import LastHook
 
 
 @pytest.mark.parametrize(
@@ -100,6 +101,38 @@ async def test_failing_before_commit_hook_rolls_everything_back(db: Database) ->
                 insert(accounts).values(id=f"acct_{name}", name=name, created_at=clock.now())
             )
     assert not await _exists(db, name)
+
+
+async def test_at_commit_hooks_run_last_and_know_when_they_are_alone(db: Database) -> None:
+    seen: list[tuple[str, bool]] = []
+
+    def last(name: str) -> LastHook:
+        async def hook(alone: bool) -> None:
+            seen.append((name, alone))
+
+        return hook
+
+    async def before() -> None:
+        seen.append(("before", False))
+
+    async with db.unit_of_work() as uow:
+        uow.at_commit(last("only"))
+        uow.before_commit(before)
+    async with db.unit_of_work() as uow:
+        await uow.conn.execute(select(1))
+        uow.at_commit(last("after a statement"))
+    async with db.unit_of_work() as uow:
+        uow.at_commit(last("first of two"))
+        uow.at_commit(last("second of two"))
+    # Alone only on PostgreSQL, whose transactions begin at their first statement.
+    postgres = not db.is_sqlite
+    assert seen == [
+        ("before", False),
+        ("only", postgres),
+        ("after a statement", False),
+        ("first of two", False),
+        ("second of two", False),
+    ]
 
 
 async def test_nested_unit_of_work_joins_the_outer_one(db: Database) -> None:

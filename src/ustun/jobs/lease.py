@@ -16,11 +16,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     ColumnElement,
     Integer,
     String,
     Update,
+    any_,
     bindparam,
+    cast,
     func,
     insert,
     select,
@@ -67,20 +70,25 @@ def _held(job: Job) -> list[ColumnElement[bool]]:
     ]
 
 
-def _claim_statement(skip_locked: bool) -> Update:
-    """The claim, built once: a bounded pick of due pending jobs, moved to processing."""
+def _claim_statement(postgres: bool) -> Update:
+    """The claim, built once: a bounded pick of due pending jobs, moved to processing.
+
+    On PostgreSQL the kinds are one array parameter, so the SQL text never changes (an
+    expanding IN renders new SQL for every call) and the prepared statement is reused.
+    """
     now = bindparam("now", type_=UTCDateTime())
+    kinds = (
+        jobs.c.kind == any_(bindparam("kinds", type_=ARRAY(String())))
+        if postgres
+        else jobs.c.kind.in_(bindparam("kinds", expanding=True))
+    )
     pick = (
         select(jobs.c.id)
-        .where(
-            status_is(states.PENDING),
-            jobs.c.run_at <= now,
-            jobs.c.kind.in_(bindparam("kinds", expanding=True)),
-        )
+        .where(status_is(states.PENDING), jobs.c.run_at <= now, kinds)
         .order_by(jobs.c.run_at, jobs.c.id)
         .limit(bindparam("limit", type_=Integer()))
     )
-    if skip_locked:
+    if postgres:
         pick = pick.with_for_update(skip_locked=True)
     batch = pick.cte("batch")
     return (
@@ -99,7 +107,7 @@ def _claim_statement(skip_locked: bool) -> Update:
     )
 
 
-_CLAIM = {skip_locked: _claim_statement(skip_locked) for skip_locked in (False, True)}
+_CLAIM = {postgres: _claim_statement(postgres) for postgres in (False, True)}
 
 
 async def claim(
@@ -226,16 +234,32 @@ async def finish(
     return changed
 
 
-def _settle_done_statement() -> Update:
-    """Many held jobs to `done` in one UPDATE, built once; it returns only what may differ."""
+def _settle_done_statement(postgres: bool) -> Update:
+    """Many held jobs to `done` in one UPDATE, built once; it returns only what may differ.
+
+    The held `(id, attempts, locked_by)` triples are, on PostgreSQL, three array parameters
+    joined as a table (one SQL text for any batch size), elsewhere an expanding IN.
+    """
     now = bindparam("now", type_=UTCDateTime())
-    held = tuple_(jobs.c.id, jobs.c.attempts, jobs.c.locked_by)
-    return (
-        update(jobs)
-        .where(held.in_(bindparam("held", expanding=True)), status_is(states.PROCESSING))
-        .values(**_SETTLED_DONE, version=jobs.c.version + 1, updated_at=now, completed_at=now)
-        .returning(jobs.c.id, jobs.c.version, jobs.c.cancel_requested)
-    )
+    settle = update(jobs).where(status_is(states.PROCESSING))
+    if postgres:
+        arrays = func.unnest(
+            cast(bindparam("held_ids"), ARRAY(String())),
+            cast(bindparam("held_attempts"), ARRAY(Integer())),
+            cast(bindparam("held_lockers"), ARRAY(String())),
+        )
+        held = arrays.table_valued("id", "attempts", "locked_by").render_derived(name="held")
+        settle = settle.where(
+            jobs.c.id == held.c.id,
+            jobs.c.attempts == held.c.attempts,
+            jobs.c.locked_by == held.c.locked_by,
+        )
+    else:
+        triple = tuple_(jobs.c.id, jobs.c.attempts, jobs.c.locked_by)
+        settle = settle.where(triple.in_(bindparam("held", expanding=True)))
+    return settle.values(
+        **_SETTLED_DONE, version=jobs.c.version + 1, updated_at=now, completed_at=now
+    ).returning(jobs.c.id, jobs.c.version, jobs.c.cancel_requested)
 
 
 # What a plain `done` sets besides its version and timestamps (as `_outcome_values` does).
@@ -247,7 +271,18 @@ _SETTLED_DONE: dict[str, Any] = {
     "progress": 100,
     "has_result": False,
 }
-_SETTLE_DONE = _settle_done_statement()
+_SETTLE_DONE = {postgres: _settle_done_statement(postgres) for postgres in (False, True)}
+
+
+def _held_params(held: Sequence[Job], postgres: bool) -> dict[str, Any]:
+    """The parameters of `_SETTLE_DONE` that name the held jobs."""
+    if postgres:
+        return {
+            "held_ids": [job.id for job in held],
+            "held_attempts": [job.attempts for job in held],
+            "held_lockers": [job.locked_by for job in held],
+        }
+    return {"held": [(job.id, job.attempts, job.locked_by) for job in held]}
 
 
 async def settle(
@@ -263,8 +298,9 @@ async def settle(
     async with _one_statement(db, alone=len(plain) == len(batch) and not hooks) as conn:
         if plain:
             now = clock.now()
-            held = [(j.id, j.attempts, j.locked_by) for j in plain.values()]
-            rows = (await conn.execute(_SETTLE_DONE, {"held": held, "now": now})).all()
+            postgres = not db.is_sqlite
+            params = {**_held_params(list(plain.values()), postgres), "now": now}
+            rows = (await conn.execute(_SETTLE_DONE[postgres], params)).all()
             changed = [
                 replace(
                     plain[row.id],

@@ -1,18 +1,22 @@
 """What apps do with jobs: enqueue inside their unit of work, read, cancel, fetch results.
 
 `enqueue` joins the caller's unit of work, so the job row commits (or rolls back) with the
-caller's own writes: the row is its own outbox. Workers are woken only after the commit (the
+caller's own writes: the row is its own outbox. The row is written as the transaction's last
+work (so it is not visible inside the unit of work before its commit); when it is the only
+write, on PostgreSQL it is one autocommit INSERT. Workers are woken only after the commit (the
 jobs trigger's NOTIFY is delivered at commit; this process's runners by an after-commit hook).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import weakref
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, delete, insert, literal_column, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock, ids
 from ustun.jobs import states, wakeup
@@ -21,6 +25,7 @@ from ustun.jobs.registry import Registry, registry
 from ustun.jobs.tables import job_events, job_results, jobs
 from ustun.settings import DEFAULT_JOB_MAX_ATTEMPTS
 from ustun.store import Database, UnitOfWork
+from ustun.store.uow import asyncpg_connection
 
 PURGE_BATCH = 500
 _INSERT = insert(jobs)
@@ -31,19 +36,13 @@ _PG_INSERT = (
     " run_at, cancel_requested, has_result, version, created_at, updated_at)"
     " VALUES ($1, $2, $3, 'pending', $4, 0, 0, $5, $6, false, false, 1, $7, $7)"
 )
-_woken: weakref.WeakSet[UnitOfWork] = weakref.WeakSet()
+# The jobs each open unit of work has enqueued, written by its at-commit hook.
+_new_jobs: weakref.WeakKeyDictionary[UnitOfWork, list[Job]] = weakref.WeakKeyDictionary()
 
 
 def status_is(status: str) -> ColumnElement[bool]:
     """`jobs.status = '<status>'` with the status inlined, so the partial indexes apply."""
     return jobs.c.status == literal_column(f"'{states.check_known(status)}'")
-
-
-def _wake_after_commit(uow: UnitOfWork) -> None:
-    """Wake this process's runners once the enqueue commits (other processes: NOTIFY)."""
-    if uow not in _woken:
-        _woken.add(uow)
-        uow.after_commit(wakeup.wake_local)
 
 
 async def enqueue(
@@ -82,11 +81,14 @@ async def enqueue(
         completed_at=None,
     )
     async with db.unit_of_work() as uow:
-        if uow.conn.dialect.driver == "asyncpg":
-            await _insert_asyncpg(uow, job)
-        else:
-            await uow.conn.execute(_INSERT, _values(job))
-        _wake_after_commit(uow)
+        new = _new_jobs.get(uow)
+        if new is None:
+            new = _new_jobs[uow] = []
+            # The hook holds the connection, not the unit of work (the weak key).
+            uow.at_commit(functools.partial(_insert, uow.conn, new))
+            # This process's runners at once; other processes by the trigger's NOTIFY.
+            uow.after_commit(wakeup.wake_local)
+        new.append(job)
     return job
 
 
@@ -94,27 +96,32 @@ def _values(job: Job) -> dict[str, Any]:
     return {name: getattr(job, name) for name in Job.__slots__}
 
 
-async def _insert_asyncpg(uow: UnitOfWork, job: Job) -> None:
-    """Insert the job on the unit of work's own asyncpg connection, in its transaction.
+async def _insert(conn: AsyncConnection, new: list[Job], alone: bool) -> None:
+    """Write a unit of work's new jobs, its last work before COMMIT.
 
-    Skips SQLAlchemy's statement machinery (half a producer's CPU per job). SQLAlchemy's
-    adapter opens the transaction at its first statement: if that is this one, open it here.
+    On PostgreSQL through its asyncpg connection (skipping SQLAlchemy's statement machinery);
+    one job in a unit of work that wrote nothing else is one autocommit INSERT.
     """
-    raw = uow.conn.sync_connection
-    assert raw is not None, "a unit of work's connection is open"
-    adapted: Any = raw.connection.dbapi_connection
-    if adapted._transaction is None:
-        await adapted._start_transaction()
-    await adapted.driver_connection.execute(
-        _PG_INSERT,
-        job.id,
-        job.account_id,
-        job.kind,
-        json.dumps(job.payload),
-        job.max_attempts,
-        job.run_at,
-        job.created_at,
-    )
+    if conn.dialect.driver != "asyncpg":
+        await conn.execute(_INSERT, [_values(job) for job in new])
+        return
+    driver = await asyncpg_connection(conn, begin=not alone or len(new) > 1)
+    rows = [
+        (
+            job.id,
+            job.account_id,
+            job.kind,
+            json.dumps(job.payload),
+            job.max_attempts,
+            job.run_at,
+            job.created_at,
+        )
+        for job in new
+    ]
+    if len(rows) == 1:
+        await driver.execute(_PG_INSERT, *rows[0])
+    else:
+        await driver.executemany(_PG_INSERT, rows)
 
 
 def _owned(job_id: str, account_id: str | None) -> list[ColumnElement[bool]]:

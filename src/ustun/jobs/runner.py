@@ -102,17 +102,17 @@ class Runner:
 
     async def _claim_loop(self, stopping: asyncio.Event) -> None:
         recover_every = max(0.5, min(self.poll_interval, self.lease / 4))
-        next_recovery = last_claim = 0.0
+        next_recovery = gather_until = 0.0
         while not stopping.is_set():
             self._wake.clear()
             if time.monotonic() >= next_recovery:
                 next_recovery = time.monotonic() + recover_every
                 await lease.recover_expired(self.db, hooks=self.kinds.final_hooks)
-            free = self.concurrency - len(self._running)
-            if free > 0:
-                # Under a stream of enqueues every commit NOTIFYs: gather them into batches.
-                await asyncio.sleep(max(0.0, last_claim + CLAIM_GATHER - time.monotonic()))
-                last_claim = time.monotonic()
+            if len(self._running) < self.concurrency:
+                # The last claim emptied the queue: under a stream of enqueues (one NOTIFY per
+                # commit) let the next ones gather into a batch rather than claim them one by one.
+                if await _stopped_within(stopping, gather_until - time.monotonic()):
+                    break
                 free = self.concurrency - len(self._running)
                 claimed = await lease.claim(
                     self.db,
@@ -123,8 +123,10 @@ class Runner:
                 )
                 for job in claimed:
                     self._start(job)
-                if claimed:
-                    continue  # more may be due; with no slot left, the next pass waits
+                if len(claimed) == free:
+                    gather_until = 0.0
+                    continue  # a full batch: more may be due, claim as soon as slots free
+                gather_until = time.monotonic() + CLAIM_GATHER
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
 
@@ -249,6 +251,14 @@ class Runner:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def _stopped_within(stopping: asyncio.Event, seconds: float) -> bool:
+    """Wait up to `seconds` (if positive); whether `stopping` is set."""
+    if seconds > 0:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), seconds)
+    return stopping.is_set()
 
 
 def _as_problem(exc: Exception, job: Job) -> dict[str, object]:

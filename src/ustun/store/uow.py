@@ -1,8 +1,9 @@
 """The unit of work: one transaction that every state change goes through.
 
 Handlers write through `uow.conn`; pillars hang work on it that must commit or roll back with
-the handler's writes (idempotency completion, outbox events and deliveries, enqueued jobs) via
-`before_commit`, and side effects that must only follow a commit (wake-ups) via `after_commit`.
+the handler's writes (idempotency completion, outbox events and deliveries) via
+`before_commit`, writes that are best made last (enqueued jobs) via `at_commit`, and side
+effects that must only follow a commit (wake-ups) via `after_commit`.
 Nested `Database.unit_of_work()` calls in the same context join the open unit of work.
 Inside `Database.hold()` the first `unit_of_work()` opens the transaction and the *holder*
 commits it when its block ends (the idempotency middleware completes its record there).
@@ -14,12 +15,15 @@ import contextvars
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 log = logging.getLogger(__name__)
 
 Hook = Callable[[], Awaitable[None]]
+# Called with `alone`: nothing else was executed in the transaction and no other such hook runs.
+LastHook = Callable[[bool], Awaitable[None]]
 
 _current: contextvars.ContextVar[UnitOfWork | None] = contextvars.ContextVar(
     "ustun_unit_of_work", default=None
@@ -91,11 +95,20 @@ class UnitOfWork:
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
         self._before: list[Hook] = []
+        self._last: list[LastHook] = []
         self._after: list[Hook] = []
 
     def before_commit(self, hook: Hook) -> None:
         """Run `hook` inside the transaction, after the handler, right before COMMIT."""
         self._before.append(hook)
+
+    def at_commit(self, hook: LastHook) -> None:
+        """Run `hook(alone)` after every `before_commit` hook, as the transaction's last work.
+
+        When `alone`, the hook may run its ONE statement as its own transaction (PostgreSQL:
+        one round trip instead of BEGIN, statement, COMMIT): nothing else would commit with it.
+        """
+        self._last.append(hook)
 
     def after_commit(self, hook: Hook) -> None:
         """Run `hook` once the transaction has committed (never after a rollback)."""
@@ -111,11 +124,22 @@ class UnitOfWork:
         """
         uow = cls(conn)
         token = _current.set(uow) if ambient else None
+        # SQLAlchemy begins the transaction at the first statement (SQLite: `BEGIN IMMEDIATE`
+        # from the engine's begin event); one that executed nothing has nothing to commit.
         try:
-            async with conn.begin():
+            try:
                 yield uow
                 for hook in uow._before:
                     await hook()
+                alone = len(uow._last) == 1 and not _begun(conn)
+                for last in uow._last:
+                    await last(alone)
+            except BaseException:
+                if conn.in_transaction():
+                    await conn.rollback()
+                raise
+            if conn.in_transaction():
+                await conn.commit()
         finally:
             if token is not None:
                 _current.reset(token)
@@ -124,3 +148,30 @@ class UnitOfWork:
                 await hook()
             except Exception:
                 log.exception("after-commit hook failed; the transaction itself committed")
+
+
+def _adapted(conn: AsyncConnection) -> Any:
+    """SQLAlchemy's adapter around the DB-API connection under `conn` (open)."""
+    sync = conn.sync_connection
+    assert sync is not None, "the connection is open"
+    return sync.connection.dbapi_connection
+
+
+def _begun(conn: AsyncConnection) -> bool:
+    """Whether the database has seen the transaction's BEGIN (asyncpg: at the first statement)."""
+    return conn.dialect.driver != "asyncpg" or _adapted(conn)._transaction is not None
+
+
+async def asyncpg_connection(conn: AsyncConnection, *, begin: bool = True) -> Any:
+    """The asyncpg connection under `conn`, for hot paths that skip SQLAlchemy's statements.
+
+    With `begin`, the unit of work's transaction is started first if no statement started it
+    (SQLAlchemy's adapter BEGINs lazily); SQLAlchemy then commits or rolls it back as usual.
+    """
+    adapted = _adapted(conn)
+    if begin:
+        if not conn.in_transaction():
+            await conn.begin()
+        if adapted._transaction is None:
+            await adapted._start_transaction()
+    return adapted.driver_connection
