@@ -41,10 +41,23 @@ def _setup_logging(settings: Settings) -> None:
     logs.configure(settings.log_level)
 
 
-def _run(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+def fast_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop when it is installed (`uvicorn[standard]` brings it), else None."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def _run(
+    main: Callable[[], Coroutine[Any, Any, T]],
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+) -> T:
     """Run `main` in a fresh event loop; an out-of-date schema exits 1 with what to do."""
     try:
-        return asyncio.run(main())
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            return runner.run(main())
     except (SchemaOutOfDate, SecretKeyError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -116,7 +129,8 @@ def worker_command(
         finally:
             await db.dispose()
 
-    _run(work)
+    # The dispatcher is bound by event-loop CPU per send, which uvloop spends less of.
+    _run(work, fast_loop_factory())
 
 
 @app.command()
