@@ -14,6 +14,7 @@ import contextvars
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -100,6 +101,19 @@ class UnitOfWork:
     def after_commit(self, hook: Hook) -> None:
         """Run `hook` once the transaction has committed (never after a rollback)."""
         self._after.append(hook)
+
+    async def asyncpg(self) -> Any:
+        """The asyncpg connection underneath (PostgreSQL only), inside this transaction.
+
+        For hot paths that skip SQLAlchemy's statement machinery. SQLAlchemy's adapter opens the
+        transaction at its first statement: if nothing ran yet, it is opened here.
+        """
+        raw = self.conn.sync_connection
+        assert raw is not None, "a unit of work's connection is open"
+        adapted: Any = raw.connection.dbapi_connection
+        if adapted._transaction is None:
+            await adapted._start_transaction()
+        return adapted.driver_connection
 
     @classmethod
     @asynccontextmanager
