@@ -47,21 +47,18 @@ DISABLE_AFTER = timedelta(days=5)
 WRITE_BATCH = 512
 WRITE_DELAY = 0.02
 
-# A batch of outcomes on PostgreSQL in one statement: the fenced delivery updates ($1-$4 per row,
-# $5 now, $6 lease token) and the attempt rows ($7-$13 per row).
+# A batch of outcomes on PostgreSQL: the fenced delivery updates (one row each, pipelined by
+# asyncpg's `executemany`, so each is a primary-key lookup) and the attempt rows in one INSERT.
 _PG_SETTLE = """
-WITH settled AS (
-    UPDATE webhook_deliveries d
-    SET status = u.status, attempt_count = u.attempt_count, next_attempt_at = u.next_attempt_at,
-        lease_token = NULL, updated_at = $5
-    FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[])
-        AS u(id, status, attempt_count, next_attempt_at)
-    WHERE d.id = u.id AND d.lease_token = $6
-)
+UPDATE webhook_deliveries
+SET status = $2, attempt_count = $3, next_attempt_at = $4, lease_token = NULL, updated_at = $5
+WHERE id = $1 AND lease_token = $6
+"""
+_PG_ATTEMPTS = """
 INSERT INTO webhook_attempts
     (id, delivery_id, attempted_at, status_code, latency_ms, error, response)
 SELECT * FROM unnest(
-    $7::text[], $8::text[], $9::timestamptz[], $10::int[], $11::float8[], $12::text[], $13::text[]
+    $1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::float8[], $6::text[], $7::text[]
 )
 """
 _UPDATE_KEYS = ("b_id", "b_status", "b_attempts", "b_next")
@@ -368,19 +365,19 @@ class Dispatcher:
             if self.db.is_sqlite:
                 await self._settle_sqlite(uow, batch, now)
             else:
-                await (await uow.asyncpg()).execute(
-                    _PG_SETTLE,
-                    *_columns(batch.updates, len(_UPDATE_KEYS)),
-                    now,
-                    self.token,
-                    *_columns(batch.attempts, len(_ATTEMPT_KEYS)),
-                )
+                await self._settle_asyncpg(await uow.asyncpg(), batch, now)
             await self._endpoint_health(uow, batch, now)
         if self._soonest is not None:
             self._wake.set()
 
+    async def _settle_asyncpg(self, conn: Any, batch: _Batch, now: datetime) -> None:
+        """The same on PostgreSQL, on the asyncpg connection without SQLAlchemy's row handling."""
+        await conn.executemany(_PG_SETTLE, [(*row, now, self.token) for row in batch.updates])
+        if batch.attempts:
+            await conn.execute(_PG_ATTEMPTS, *map(list, zip(*batch.attempts, strict=True)))
+
     async def _settle_sqlite(self, uow: UnitOfWork, batch: _Batch, now: datetime) -> None:
-        """The fenced delivery updates and the attempt rows, through SQLAlchemy."""
+        """The fenced delivery updates and the attempt rows, through SQLAlchemy Core."""
         d = deliveries
         statement = (
             update(d)
@@ -444,8 +441,3 @@ def _body(item: Claim, payload: str) -> bytes:
         payload=payload,
         object_url=item.object_url,
     )
-
-
-def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
-    """Row tuples as `width` column lists (for `unnest`)."""
-    return [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
