@@ -3,7 +3,7 @@
 One loop per worker process. It claims in batches with a lease (see `claims`; a claim brings
 the events along), keeps endpoints decrypted until their version changes, sends with one shared
 aiohttp session through a per-endpoint `Gate` (in-flight cap, rate limit), and hands outcomes
-to a writer task that records them in batched transactions (one statement on PostgreSQL). It
+to a writer task that records them in batched transactions (asyncpg itself on PostgreSQL). It
 sleeps until an event is committed (PostgreSQL LISTEN/NOTIFY, the in-process doorbell), a retry
 falls due, capacity frees up, or the poll interval passes.
 """
