@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import select
 
 from ustun.store import Database
+from ustun.webhooks import endpoints as ops
 from ustun.webhooks import verify
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.outbox import emit
@@ -279,6 +280,50 @@ async def test_thin_payload_carries_only_id_and_url(
         )
     await settled(db, event_id, "succeeded")
     assert json.loads(receiver.bodies()[0])["data"] == {"id": "pay_9", "url": "/v1/payments/pay_9"}
+
+
+async def test_full_and_thin_endpoints_each_get_their_form_of_one_event(
+    db: Database,
+    account_id: str,
+    receiver: Receiver,
+    make_endpoint: MakeEndpoint,
+    dispatcher: Dispatcher,
+) -> None:
+    await make_endpoint(receiver.url("/full"))
+    await make_endpoint(receiver.url("/thin"), payload="thin")
+    async with db.unit_of_work() as uow:
+        await emit(
+            uow, account_id, "payment.created", {"id": "pay_9", "amount": 5}, object_url="/p"
+        )
+
+    async def both() -> bool:
+        return len(receiver.received) == 2
+
+    await until(both, what="both deliveries")
+    data = {r.path: json.loads(r.body)["data"] for r in receiver.received}
+    assert data == {"/full": {"id": "pay_9", "amount": 5}, "/thin": {"id": "pay_9", "url": "/p"}}
+
+
+async def test_rotation_reaches_a_dispatcher_that_already_sent_to_the_endpoint(
+    db: Database,
+    account_id: str,
+    box: SecretBox,
+    receiver: Receiver,
+    make_endpoint: MakeEndpoint,
+    dispatcher: Dispatcher,
+) -> None:
+    """The dispatcher keeps endpoints decrypted, but a rotation (a new version) is seen at once."""
+    endpoint_id, old = await make_endpoint(receiver.url())
+    await settled(db, await send(db, account_id, "payment.created"), "succeeded")
+    async with db.read() as conn:
+        row = (await conn.execute(select(endpoints).where(endpoints.c.id == endpoint_id))).one()
+    async with db.unit_of_work() as uow:
+        new = await ops.rotate(uow, box, row)
+    await settled(db, await send(db, account_id, "payment.created"), "succeeded")
+    got = receiver.received[1]
+    assert len(got.headers["webhook-signature"].split(" ")) == 2
+    verify(old, got.headers, got.body)
+    verify(str(new), got.headers, got.body)
 
 
 async def test_endpoint_failing_past_the_limit_is_disabled(

@@ -5,6 +5,11 @@ LOCKED` (concurrent workers take disjoint sets); SQLite runs it inside `BEGIN IM
 serialises writers. A claim moves `next_attempt_at` to the end of the lease and stamps a
 `lease_token`: a worker that dies leaves rows that become due again when the lease ends, and a
 late result from a lost lease is fenced off by the token.
+
+A claim also returns what sending needs besides the endpoint itself: the event's fields, and the
+endpoint's version (so the dispatcher can keep decrypted endpoints until they change). PostgreSQL
+does all of it in one statement on the asyncpg connection; SQLite reads them in the claim's
+transaction.
 """
 
 from __future__ import annotations
@@ -13,10 +18,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Boolean, ColumnElement, func, literal_column, select, text, update
+from sqlalchemy import Boolean, ColumnElement, func, literal_column, select, update
 
 from ustun.store import Database
-from ustun.webhooks.tables import DUE_PREDICATE, deliveries, endpoints
+from ustun.webhooks.tables import DUE_PREDICATE, deliveries, endpoints, events
 
 # How many due rows one claim looks at per row it may take (room for per-endpoint caps).
 SCAN_FACTOR = 4
@@ -24,16 +29,71 @@ SCAN_FACTOR = 4
 # is spread over more sends; the lease must cover that many timeouts plus the one in flight.
 CLAIM_ROUNDS = 2
 
+# The claim on PostgreSQL, joined to the event and endpoint in the same statement: $1 now,
+# $2 saturated endpoint ids, $3 rows to scan, $4 limit, $5 lease end, $6 lease token. It ranks
+# candidates without locking them, then locks only the chosen rows (skipping any that another
+# worker holds): locking the whole scan would dirty every scanned row. The locked ids are
+# updated through `= ANY(ARRAY(...))`, by primary key: with `IN (...)` the planner hash-joined
+# them against a sequential scan of the whole table.
+_DUE = f"webhook_deliveries.{DUE_PREDICATE} AND next_attempt_at <= $1 AND endpoint_id <> ALL($2)"
+_PG_CLAIM = f"""
+WITH due AS (
+    SELECT id, endpoint_id, next_attempt_at FROM webhook_deliveries
+    WHERE {_DUE} ORDER BY next_attempt_at LIMIT $3
+), ranked AS (
+    SELECT due.id, due.next_attempt_at, w.max_in_flight,
+        row_number() OVER (PARTITION BY due.endpoint_id ORDER BY due.next_attempt_at) AS rank
+    FROM due JOIN webhook_endpoints w ON w.id = due.endpoint_id
+), chosen AS (
+    SELECT id FROM ranked WHERE rank <= max_in_flight * {CLAIM_ROUNDS}
+    ORDER BY next_attempt_at LIMIT $4
+), claimed AS (
+    UPDATE webhook_deliveries SET next_attempt_at = $5, lease_token = $6
+    WHERE id = ANY(ARRAY(
+        SELECT id FROM webhook_deliveries WHERE id IN (SELECT id FROM chosen) AND {_DUE}
+        FOR UPDATE SKIP LOCKED
+    ))
+    RETURNING id, endpoint_id, event_id, attempt_count, status
+)
+SELECT c.id, c.endpoint_id, c.event_id, c.attempt_count, c.status, e.type, e.data, e.created_at,
+    e.object_url, w.version, w.failing_since IS NOT NULL
+FROM claimed c
+JOIN webhook_events e ON e.id = c.event_id
+JOIN webhook_endpoints w ON w.id = c.endpoint_id
+"""  # noqa: S608 - constants only; every value is a bound parameter
+
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """A delivery this worker holds until `lease_until`."""
+    """A delivery this worker holds until `lease_until`, with what sending it needs."""
 
     id: str
     endpoint_id: str
     event_id: str
     attempt_count: int
     status: str
+    event_type: str
+    event_data: str
+    event_created_at: datetime
+    object_url: str | None
+    endpoint_version: int
+    endpoint_failing: bool
+
+
+# The columns of a `Claim`, in order, for the SQLite read.
+_COLUMNS = (
+    deliveries.c.id,
+    deliveries.c.endpoint_id,
+    deliveries.c.event_id,
+    deliveries.c.attempt_count,
+    deliveries.c.status,
+    events.c.type,
+    events.c.data,
+    events.c.created_at,
+    events.c.object_url,
+    endpoints.c.version,
+    endpoints.c.failing_since.is_not(None),
+)
 
 
 async def claim(
@@ -50,6 +110,28 @@ async def claim(
     `saturated` endpoints (already at their cap in this worker) are skipped, so their backlog
     never crowds out other endpoints' deliveries.
     """
+    if db.is_sqlite:
+        return await _claim_sqlite(db, limit, now, lease_until, token, saturated)
+    async with db.unit_of_work() as uow:
+        conn = await uow.asyncpg()
+        # A claim lost in a crash only leaves the row due again, so it need not wait for the
+        # WAL flush; this takes an fsync off the commit -> send path.
+        await conn.execute("SET LOCAL synchronous_commit = off")
+        rows = await conn.fetch(
+            _PG_CLAIM, now, list(saturated), limit * SCAN_FACTOR, limit, lease_until, token
+        )
+    return [Claim(*row) for row in rows]
+
+
+async def _claim_sqlite(
+    db: Database,
+    limit: int,
+    now: datetime,
+    lease_until: datetime,
+    token: str,
+    saturated: Collection[str],
+) -> list[Claim]:
+    """The same claim in SQLAlchemy Core (serialised by `BEGIN IMMEDIATE`), then the details."""
     d = deliveries
     conditions: list[ColumnElement[bool]] = [
         literal_column(f"{d.name}.{DUE_PREDICATE}", Boolean()),
@@ -57,8 +139,6 @@ async def claim(
     ]
     if saturated:
         conditions.append(d.c.endpoint_id.not_in(list(saturated)))
-    # Rank candidates without locking them, then lock only the chosen rows (skipping any that
-    # another worker holds): locking the whole scan would dirty every scanned row.
     due = (
         select(d.c.id, d.c.endpoint_id, d.c.next_attempt_at)
         .where(*conditions)
@@ -84,17 +164,21 @@ async def claim(
         .order_by(ranked.c.next_attempt_at)
         .limit(limit)
     )
-    locked = select(d.c.id).where(d.c.id.in_(chosen), *conditions).with_for_update(skip_locked=True)
     statement = (
         update(d)
-        .where(d.c.id.in_(locked))
+        .where(d.c.id.in_(chosen))
         .values(next_attempt_at=lease_until, lease_token=token)
-        .returning(d.c.id, d.c.endpoint_id, d.c.event_id, d.c.attempt_count, d.c.status)
+        .returning(d.c.id)
     )
     async with db.unit_of_work() as uow:
-        if not db.is_sqlite:
-            # A claim lost in a crash only leaves the row due again, so it need not wait for
-            # the WAL flush; this takes an fsync off the commit -> send path.
-            await uow.conn.execute(text("SET LOCAL synchronous_commit = off"))
-        rows = (await uow.conn.execute(statement)).all()
-    return [Claim(r.id, r.endpoint_id, r.event_id, r.attempt_count, r.status) for r in rows]
+        claimed = (await uow.conn.scalars(statement)).all()
+        if not claimed:
+            return []
+        details = (
+            select(*_COLUMNS)
+            .join(events, events.c.id == d.c.event_id)
+            .join(endpoints, endpoints.c.id == d.c.endpoint_id)
+            .where(d.c.id.in_(claimed))
+        )
+        rows = (await uow.conn.execute(details)).all()
+    return [Claim(*row) for row in rows]

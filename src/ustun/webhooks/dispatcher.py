@@ -1,10 +1,11 @@
 """The dispatcher: claims due deliveries, sends them, records every attempt.
 
-One loop per worker process. It claims in batches with a lease (see `claims`), sends with one
-shared aiohttp session through a per-endpoint `Gate` (in-flight cap, rate limit), and hands
-outcomes to a writer task that records them in batched transactions. It sleeps until an event
-is committed (PostgreSQL LISTEN/NOTIFY, the in-process doorbell), a retry falls due, capacity
-frees up, or the poll interval passes.
+One loop per worker process. It claims in batches with a lease (see `claims`; a claim brings
+the events along), keeps endpoints decrypted until their version changes, sends with one shared
+aiohttp session through a per-endpoint `Gate` (in-flight cap, rate limit), and hands outcomes
+to a writer task that records them in batched transactions (asyncpg itself on PostgreSQL). It
+sleeps until an event is committed (PostgreSQL LISTEN/NOTIFY, the in-process doorbell), a retry
+falls due, capacity frees up, or the poll interval passes.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from ustun.webhooks.limits import Gate
 from ustun.webhooks.schedule import RETRY_AFTER_STATUSES, retry_delay
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.states import Change, transition
-from ustun.webhooks.tables import attempts, deliveries, endpoints, events
+from ustun.webhooks.tables import attempts, deliveries, endpoints
 from ustun.webhooks.wakeup import CHANNEL, doorbell
 
 log = logging.getLogger("ustun.webhooks")
@@ -45,6 +46,31 @@ DEFAULT_MAX_IN_FLIGHT = 512
 DISABLE_AFTER = timedelta(days=5)
 WRITE_BATCH = 512
 WRITE_DELAY = 0.02
+
+# A batch of outcomes on PostgreSQL: the fenced delivery updates (one row each, pipelined by
+# asyncpg's `executemany`, so each is a primary-key lookup) and the attempt rows in one INSERT.
+_PG_SETTLE = """
+UPDATE webhook_deliveries
+SET status = $2, attempt_count = $3, next_attempt_at = $4, lease_token = NULL, updated_at = $5
+WHERE id = $1 AND lease_token = $6
+"""
+_PG_ATTEMPTS = """
+INSERT INTO webhook_attempts
+    (id, delivery_id, attempted_at, status_code, latency_ms, error, response)
+SELECT * FROM unnest(
+    $1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::float8[], $6::text[], $7::text[]
+)
+"""
+_UPDATE_KEYS = ("b_id", "b_status", "b_attempts", "b_next")
+_ATTEMPT_KEYS = (
+    "id",
+    "delivery_id",
+    "attempted_at",
+    "status_code",
+    "latency_ms",
+    "error",
+    "response",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +99,10 @@ class _Result:
 
 @dataclass(slots=True)
 class _Batch:
-    """Rows a writer flush applies in one transaction."""
+    """Rows a writer flush applies in one transaction, as tuples in `_*_KEYS` order."""
 
-    updates: list[dict[str, Any]] = field(default_factory=list)
-    attempts: list[dict[str, Any]] = field(default_factory=list)
+    updates: list[tuple[Any, ...]] = field(default_factory=list)
+    attempts: list[tuple[Any, ...]] = field(default_factory=list)
     healthy: set[str] = field(default_factory=set)
     failing: set[str] = field(default_factory=set)
     gone: set[str] = field(default_factory=set)
@@ -95,6 +121,7 @@ class Dispatcher:
         self._results: asyncio.Queue[_Result] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._soonest: float | None = None
+        self._endpoints: dict[str, endpoint_ops.Target] = {}
         # Endpoints that may have a failing streak to clear on their next success.
         self._failing: set[str] = set()
 
@@ -174,15 +201,20 @@ class Dispatcher:
         )
         if not claimed:
             return False
-        targets, bodies = await self._load(claimed, now)
+        targets = await self._targets(claimed, now)
+        bodies: dict[tuple[str, str], bytes] = {}
         deadline = time.monotonic() + self.config.lease
         taken: Counter[str] = Counter()
         for item in claimed:
-            endpoint = targets[item.endpoint_id]
+            endpoint = targets.get(item.endpoint_id)
+            if endpoint is None:
+                continue  # deleted since the claim, and its deliveries with it
             gate = self._gate(endpoint)
             gate.held += 1
             taken[endpoint.id] += 1
-            body = bodies[(item.event_id, endpoint.payload)]
+            body = bodies.get((item.event_id, endpoint.payload))
+            if body is None:
+                body = bodies[(item.event_id, endpoint.payload)] = _body(item, endpoint.payload)
             task = asyncio.create_task(self._deliver(http, item, endpoint, gate, body, deadline))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -199,37 +231,23 @@ class Dispatcher:
             gate = self._gates[endpoint.id] = Gate(endpoint.max_in_flight, endpoint.rate_limit)
         return gate
 
-    async def _load(
-        self, claimed: list[Claim], now: datetime
-    ) -> tuple[dict[str, endpoint_ops.Target], dict[tuple[str, str], bytes]]:
-        """The endpoints (secrets decrypted) and serialised bodies the claimed rows need."""
-        endpoint_ids = {c.endpoint_id for c in claimed}
-        event_ids = {c.event_id for c in claimed}
-        async with self.db.read() as conn:
-            endpoint_rows = await conn.execute(
-                select(endpoints).where(endpoints.c.id.in_(endpoint_ids))
-            )
-            targets = {}
-            for row in endpoint_rows:
-                targets[row.id] = endpoint_ops.target(self.box, row, now)
-                if row.failing_since is not None:
-                    self._failing.add(row.id)
-            event_rows = (
-                await conn.execute(select(events).where(events.c.id.in_(event_ids)))
-            ).all()
-        bodies = {}
-        for row in event_rows:
-            data = json.loads(row.data)
-            for payload in (message.FULL, message.THIN):
-                bodies[(row.id, payload)] = message.body(
-                    row.id,
-                    row.type,
-                    row.created_at,
-                    data,
-                    payload=payload,
-                    object_url=row.object_url,
-                )
-        return targets, bodies
+    async def _targets(self, claimed: list[Claim], now: datetime) -> dict[str, endpoint_ops.Target]:
+        """The claimed rows' endpoints, secrets decrypted; kept until their version changes."""
+        stale = set()
+        for item in claimed:
+            if item.endpoint_failing:
+                self._failing.add(item.endpoint_id)
+            cached = self._endpoints.get(item.endpoint_id)
+            if cached is None or not cached.current(item.endpoint_version, now):
+                stale.add(item.endpoint_id)
+        if stale:
+            for endpoint_id in stale:
+                self._endpoints.pop(endpoint_id, None)  # gone, unless the read finds it
+            async with self.db.read() as conn:
+                rows = await conn.execute(select(endpoints).where(endpoints.c.id.in_(stale)))
+                for row in rows:
+                    self._endpoints[row.id] = endpoint_ops.target(self.box, row, now)
+        return self._endpoints
 
     async def _deliver(
         self,
@@ -303,15 +321,15 @@ class Dispatcher:
         else:
             attempts_made += 1
             batch.attempts.append(
-                {
-                    "id": ids.new_id("att"),
-                    "delivery_id": item.id,
-                    "attempted_at": result.attempted_at,
-                    "status_code": outcome.status,
-                    "latency_ms": round(outcome.latency_ms, 3),
-                    "error": outcome.error,
-                    "response": outcome.response,
-                }
+                (
+                    ids.new_id("att"),
+                    item.id,
+                    result.attempted_at,
+                    outcome.status,
+                    round(outcome.latency_ms, 3),
+                    outcome.error,
+                    outcome.response,
+                )
             )
             if outcome.ok:
                 change = Change.SUCCEED
@@ -335,14 +353,7 @@ class Dispatcher:
                     due = time.monotonic() + delay
                     self._soonest = due if self._soonest is None else min(self._soonest, due)
         batch.updates.append(
-            {
-                "b_id": item.id,
-                "b_token": self.token,
-                "b_status": transition(item.status, change).value,
-                "b_attempts": attempts_made,
-                "b_next": next_at,
-                "b_now": now,
-            }
+            (item.id, transition(item.status, change).value, attempts_made, next_at)
         )
 
     async def _record(self, results: list[_Result]) -> None:
@@ -350,25 +361,41 @@ class Dispatcher:
         batch = _Batch()
         for result in results:
             self._plan(result, now, batch)
+        async with self.db.unit_of_work() as uow:
+            if self.db.is_sqlite:
+                await self._settle_sqlite(uow, batch, now)
+            else:
+                await self._settle_asyncpg(await uow.asyncpg(), batch, now)
+            await self._endpoint_health(uow, batch, now)
+        if self._soonest is not None:
+            self._wake.set()
+
+    async def _settle_asyncpg(self, conn: Any, batch: _Batch, now: datetime) -> None:
+        """The same on PostgreSQL, on the asyncpg connection without SQLAlchemy's row handling."""
+        await conn.executemany(_PG_SETTLE, [(*row, now, self.token) for row in batch.updates])
+        if batch.attempts:
+            await conn.execute(_PG_ATTEMPTS, *map(list, zip(*batch.attempts, strict=True)))
+
+    async def _settle_sqlite(self, uow: UnitOfWork, batch: _Batch, now: datetime) -> None:
+        """The fenced delivery updates and the attempt rows, through SQLAlchemy Core."""
         d = deliveries
         statement = (
             update(d)
-            .where(d.c.id == bindparam("b_id"), d.c.lease_token == bindparam("b_token"))
+            .where(d.c.id == bindparam("b_id"), d.c.lease_token == self.token)
             .values(
                 status=bindparam("b_status"),
                 attempt_count=bindparam("b_attempts"),
                 next_attempt_at=bindparam("b_next"),
                 lease_token=None,
-                updated_at=bindparam("b_now"),
+                updated_at=now,
             )
         )
-        async with self.db.unit_of_work() as uow:
-            await uow.conn.execute(statement, batch.updates)
-            if batch.attempts:
-                await uow.conn.execute(insert(attempts), batch.attempts)
-            await self._endpoint_health(uow, batch, now)
-        if self._soonest is not None:
-            self._wake.set()
+        await uow.conn.execute(
+            statement, [dict(zip(_UPDATE_KEYS, r, strict=True)) for r in batch.updates]
+        )
+        if batch.attempts:
+            rows = [dict(zip(_ATTEMPT_KEYS, r, strict=True)) for r in batch.attempts]
+            await uow.conn.execute(insert(attempts), rows)
 
     async def _endpoint_health(self, uow: UnitOfWork, batch: _Batch, now: datetime) -> None:
         """Clear or start each endpoint's failing streak; disable on 410 or 5 days of failure."""
@@ -401,3 +428,16 @@ class Dispatcher:
                 await endpoint_ops.disable(uow, endpoint_id, "failing for 5 days")
         for endpoint_id in batch.gone:
             await endpoint_ops.disable(uow, endpoint_id, "the endpoint answered 410 Gone")
+
+
+def _body(item: Claim, payload: str) -> bytes:
+    """The serialised event of a claimed delivery, in the endpoint's payload form."""
+    data = json.loads(item.event_data)
+    return message.body(
+        item.event_id,
+        item.event_type,
+        item.event_created_at,
+        data,
+        payload=payload,
+        object_url=item.object_url,
+    )

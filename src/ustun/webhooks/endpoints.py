@@ -23,7 +23,7 @@ ROTATION_OVERLAP = timedelta(hours=24)
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """What the dispatcher needs to send to an endpoint."""
+    """What the dispatcher needs to send to an endpoint, valid while `version` is current."""
 
     id: str
     account_id: str
@@ -33,6 +33,13 @@ class Target:
     max_in_flight: int
     rate_limit: float | None
     signing: tuple[Secret, ...]
+    version: int
+    # When the previous secret in `signing` stops signing; None if it is not there.
+    signing_until: datetime | None
+
+    def current(self, version: int, now: datetime) -> bool:
+        """Whether this is still right for the endpoint at `version`, at `now`."""
+        return version == self.version and (self.signing_until is None or now < self.signing_until)
 
 
 def signing_secrets(box: SecretBox, row: Row[Any], now: datetime) -> tuple[Secret, ...]:
@@ -46,6 +53,7 @@ def signing_secrets(box: SecretBox, row: Row[Any], now: datetime) -> tuple[Secre
 
 def target(box: SecretBox, row: Row[Any], now: datetime) -> Target:
     """An endpoint row, decrypted for sending."""
+    signing = signing_secrets(box, row, now)
     return Target(
         row.id,
         row.account_id,
@@ -54,7 +62,9 @@ def target(box: SecretBox, row: Row[Any], now: datetime) -> Target:
         row.enabled,
         row.max_in_flight,
         row.rate_limit,
-        signing_secrets(box, row, now),
+        signing,
+        row.version,
+        row.previous_secret_expires_at if len(signing) > 1 else None,
     )
 
 
