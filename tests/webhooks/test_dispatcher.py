@@ -8,6 +8,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from aiohttp import web
 from sqlalchemy import select
 
 from ustun.store import Database
@@ -95,6 +96,24 @@ async def test_fails_twice_then_succeeds_with_three_attempts(
     assert all(a.latency_ms > 0 for a in tried)
     assert len(receiver.bodies()) == 3
     assert len({r.headers["webhook-id"] for r in receiver.received}) == 1
+
+
+async def test_a_binary_error_body_is_recorded_and_retried(
+    db: Database,
+    account_id: str,
+    receiver: Receiver,
+    make_endpoint: MakeEndpoint,
+    dispatcher: Dispatcher,
+) -> None:
+    async def binary(_: web.Request) -> web.StreamResponse:
+        return web.Response(status=500, body=b"bad\x00\xff")
+
+    receiver.script["/hook"] = [binary]
+    await make_endpoint(receiver.url())
+    event_id = await send(db, account_id, "payment.created")
+    row = await settled(db, event_id, "succeeded")
+    tried = await attempts_of(db, row.id)
+    assert [(a.status_code, a.response) for a in tried] == [(500, "bad\ufffd\ufffd"), (200, "ok")]
 
 
 async def test_receiver_down_then_up_loses_nothing(

@@ -91,6 +91,7 @@ def session(*, timeout: float, allow_private: bool, limit: int) -> aiohttp.Clien
 
 
 async def _excerpt(response: aiohttp.ClientResponse) -> str:
+    """The body's first 4 KiB as text a database can store (PostgreSQL text refuses NUL)."""
     chunks: list[bytes] = []
     size = 0
     while size < RESPONSE_EXCERPT:
@@ -99,7 +100,7 @@ async def _excerpt(response: aiohttp.ClientResponse) -> str:
             break
         chunks.append(chunk)
         size += len(chunk)
-    return b"".join(chunks).decode("utf-8", errors="replace")
+    return b"".join(chunks).decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
 async def post(
