@@ -6,7 +6,8 @@
 
     .venv/bin/python benchmarks/webhooks.py [--backend postgresql|sqlite|both] [-n 10000]
 
-The receiver runs in its own process (aiohttp, answers 204) and records arrival times.
+The receiver runs in its own process (aiohttp, answers 204) and records arrival times. The
+bare loop runs on uvloop when it is installed, as `ustun worker` does, so the ceiling is fair.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ from ustun.webhooks import endpoints as ops
 from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.tables import deliveries
+
+try:
+    from uvloop import run as run_loop
+except ImportError:
+    run_loop = asyncio.run  # type: ignore[assignment]
 
 PG = os.environ.get("USTUN_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 SECRET_KEY = "benchmark-secret-key-0123456789abcdef"
@@ -267,7 +273,7 @@ def main() -> None:
         f"concurrency {CONCURRENCY}, {args.n} deliveries, {args.rate:.0f} events/s"
     )
     for backend in backends:
-        r = asyncio.run(
+        r = run_loop(
             run_backend(backend, args.n, args.rate, args.seconds, args.rounds, args.profile)
         )
         for bare, dispatched, cpu in r["rounds"]:
