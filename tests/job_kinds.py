@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
+from support import in_background
 from ustun import jobs
 from ustun.errors import TransientError
 from ustun.store import Database
@@ -79,19 +80,11 @@ async def eventually(
         await asyncio.sleep(0.05)
 
 
-@asynccontextmanager
-async def running(db: Database, **options: Any) -> AsyncIterator[jobs.Runner]:
+def running(db: Database, **options: Any) -> AbstractAsyncContextManager[jobs.Runner]:
     """A job runner working in the background of this test's event loop."""
     options.setdefault("poll_interval", 0.1)
     options.setdefault("retry_base", 0.05)
-    runner = jobs.Runner(db, **options)
-    stopping = asyncio.Event()
-    task = asyncio.create_task(runner.run(stopping))
-    try:
-        yield runner
-    finally:
-        stopping.set()
-        await task
+    return in_background(jobs.Runner(db, **options))
 
 
 async def finished(db: Database, job_id: str, account_id: str | None = None) -> jobs.Job:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 import httpx
@@ -23,6 +24,26 @@ from ustun.store.migrate import upgrade
 T = TypeVar("T")
 PG_SERVER = os.environ.get("USTUN_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 BACKENDS = ["sqlite", "postgresql"]
+
+
+class Worker(Protocol):
+    def run(self, stopping: asyncio.Event) -> Coroutine[Any, Any, None]: ...
+
+
+W = TypeVar("W", bound=Worker)
+
+
+@contextlib.asynccontextmanager
+async def in_background(worker: W) -> AsyncIterator[W]:
+    """Run `worker.run(stopping)` in this event loop for the body of the `async with`."""
+    stopping = asyncio.Event()
+    task = asyncio.create_task(worker.run(stopping))
+    try:
+        yield worker
+    finally:
+        stopping.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
 
 
 async def _pg_admin(sql: str) -> None:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from support import free_port
-from ustun.webhooks.dispatcher import Dispatcher
 
 Reply = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # make_endpoint(url, events=("*",), **options) -> (endpoint id, secret)
@@ -101,19 +99,6 @@ def hold(gate: asyncio.Event) -> Reply:
         return web.Response(text="released")
 
     return reply
-
-
-@contextlib.asynccontextmanager
-async def running(dispatcher: Dispatcher) -> AsyncIterator[Dispatcher]:
-    """Run `dispatcher` in the current event loop for the body of the `async with`."""
-    stopping = asyncio.Event()
-    task = asyncio.create_task(dispatcher.run(stopping))
-    try:
-        yield dispatcher
-    finally:
-        stopping.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(task, 10)
 
 
 async def until(condition: Callable[[], Awaitable[Any]], *, within: float = 15.0, what: str) -> Any:

@@ -7,13 +7,14 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy import select
 
+from support import in_background
 from ustun.service.accounts import hash_key
 from ustun.store import Database
 from ustun.store.tables import api_keys
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.secretbox import SecretBox
-from webhook_support import SCHEDULE, MakeEndpoint, Receiver, running
+from webhook_support import SCHEDULE, MakeEndpoint, Receiver
 
 
 @pytest.fixture
@@ -50,7 +51,7 @@ async def dispatcher(
     db: Database, box: SecretBox, config: DispatchConfig
 ) -> AsyncIterator[Dispatcher]:
     """A dispatcher running in this test's event loop until the test ends."""
-    async with running(Dispatcher(db, box, config)) as started:
+    async with in_background(Dispatcher(db, box, config)) as started:
         yield started
 
 

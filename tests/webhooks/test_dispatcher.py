@@ -11,6 +11,7 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import select
 
+from support import in_background
 from ustun.store import Database
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks import verify
@@ -23,7 +24,6 @@ from webhook_support import (
     MakeEndpoint,
     Receiver,
     hold,
-    running,
     status,
     until,
 )
@@ -197,7 +197,9 @@ async def test_429_retry_after_is_honoured_and_clamped(
     # Scheduled delay 1 s ±20 %; Retry-After 10 is clamped to 2 x 1 s, neither 1 s nor 10 s.
     receiver.script["/hook"] = [status(429, {"Retry-After": "10"})]
     await make_endpoint(receiver.url())
-    async with running(Dispatcher(db, box, dataclasses.replace(config, retry_schedule=(1.0,)))):
+    async with in_background(
+        Dispatcher(db, box, dataclasses.replace(config, retry_schedule=(1.0,)))
+    ):
         event_id = await send(db, account_id, "payment.created")
         await settled(db, event_id, "succeeded")
     first, second = receiver.received
@@ -216,7 +218,7 @@ async def test_429_short_retry_after_comes_back_sooner_than_the_schedule(
     await make_endpoint(receiver.url())
     # The schedule says 4 s ±20 % after the second attempt; Retry-After: 0 says now.
     patient = dataclasses.replace(config, retry_schedule=(0.2, 4.0))
-    async with running(Dispatcher(db, box, patient)):
+    async with in_background(Dispatcher(db, box, patient)):
         event_id = await send(db, account_id, "payment.created")
         await settled(db, event_id, "succeeded")
     _, second, third = receiver.received
@@ -238,7 +240,7 @@ async def test_slow_endpoint_does_not_slow_another(
     # A timeout longer than the test, so the hung requests stay in flight until released.
     patient = dataclasses.replace(config, timeout=60.0)
     try:
-        async with running(Dispatcher(db, box, patient)):
+        async with in_background(Dispatcher(db, box, patient)):
             try:
                 slow.script["/hook"] = [hold(gate)] * 40
                 await make_endpoint(slow.url(), ("slow.*",))
@@ -356,7 +358,7 @@ async def test_endpoint_failing_past_the_limit_is_disabled(
     down = Receiver()  # never started: every attempt fails to connect
     endpoint_id, _ = await make_endpoint(down.url())
     quick = dataclasses.replace(config, disable_after=timedelta(seconds=0.5))
-    async with running(Dispatcher(db, box, quick)):
+    async with in_background(Dispatcher(db, box, quick)):
         await send(db, account_id, "payment.created")
 
         async def disabled() -> bool:
