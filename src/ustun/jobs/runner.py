@@ -201,10 +201,11 @@ class Runner:
             if self._outcomes:
                 self._outcome_ready.set()
             try:
+                held = [job for job, _, _ in batch]
                 settled = await lease.settle(
                     self.db,
                     [(job, outcome) for job, outcome, _ in batch],
-                    hooks=self.kinds.final_hooks,
+                    hooks=self.kinds.final_hooks_for(held),
                 )
             except Exception as exc:
                 for _, _, future in batch:
