@@ -104,3 +104,26 @@ async def test_an_idle_worker_is_woken_by_another_process_enqueue(
         done = await finished(pg, job.id)
         assert done.status == "done"
         await eventually(waiting, what="the worker to wait again")
+
+
+async def test_a_worker_that_claims_a_full_batch_stops_asking_for_notifications(
+    pg: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def elsewhere() -> None:
+        """As if another process enqueued."""
+
+    monkeypatch.setattr(wakeup, "wake_local", elsewhere)
+    async with running(pg, concurrency=2, poll_interval=60.0) as runner:
+
+        async def waiting() -> bool:
+            return runner._listener is not None and runner._listener.waiting
+
+        async def busy() -> bool:
+            return not await waiting() and len(runner._running) == 2
+
+        await eventually(waiting, what="the worker to wait for a NOTIFY")
+        async with pg.unit_of_work():
+            made = [await jobs.enqueue(pg, "slow", {"seconds": 0.5}) for _ in range(2)]
+        await eventually(busy, what="a full batch claimed, no NOTIFY asked for")
+        for job in made:
+            await finished(pg, job.id)

@@ -126,18 +126,18 @@ class Runner:
                 )
                 for job in claimed:
                     self._start(job)
+                if claimed and self._listener is not None:
+                    # Jobs keep coming: the next claim follows a timer or a freed slot, no NOTIFY.
+                    await self._listener.busy()
                 if len(claimed) == free:
                     gather_until = 0.0
                     continue  # a full batch: more may be due, claim as soon as slots free
                 gather_until = time.monotonic() + CLAIM_GATHER
-                if self._listener is not None:
-                    if claimed:
-                        # Jobs keep coming: claim again after the gather, no NOTIFY needed.
-                        await self._listener.busy()
-                        wait = CLAIM_GATHER
-                    elif await self._listener.idle():
-                        gather_until = 0.0
-                        continue  # now notified: claim what was enqueued before that
+                if claimed and self._listener is not None:
+                    wait = CLAIM_GATHER
+                elif self._listener is not None and await self._listener.idle():
+                    gather_until = 0.0
+                    continue  # now notified: claim what was enqueued before that
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
 
