@@ -2,7 +2,8 @@
 
 One loop per process claims batches up to its free slots, runs each job as a task, renews
 the leases of running jobs by heartbeat, and returns expired leases of dead workers to the
-queue. It sleeps until woken (NOTIFY, an in-process enqueue, a slot freeing) or the poll
+queue. While claims find jobs it claims again after a short gather; once one comes back
+empty it sleeps until woken (NOTIFY, an in-process enqueue, a slot freeing) or the poll
 interval passes.
 """
 
