@@ -108,6 +108,20 @@ async def test_claim_takes_a_bounded_batch_oldest_first(db: Database) -> None:
     assert [(e.version, e.status) for e in events] == [(1, "pending"), (2, "processing")]
 
 
+async def test_a_claim_and_a_settle_in_a_unit_of_work_roll_back_with_it(db: Database) -> None:
+    kind = _kind()
+    job = await jobs.enqueue(db, kind)
+    with pytest.raises(RuntimeError):
+        async with db.unit_of_work():
+            [claimed] = await lease.claim(db, worker_id="wrk_a", kinds=[kind], limit=1, lease=30)
+            settled = await lease.settle(db, [(claimed, lease.DONE)])
+            assert settled[job.id] is not None
+            raise RuntimeError("roll back")
+    again = await jobs.get(db, job.id, account_id=None)
+    assert again is not None
+    assert (again.status, again.attempts) == ("pending", 0)
+
+
 async def test_a_job_scheduled_later_is_not_claimed_early(db: Database) -> None:
     kind = _kind()
     await jobs.enqueue(db, kind, run_at=clock.now() + timedelta(hours=1))

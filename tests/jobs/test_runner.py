@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -97,6 +97,48 @@ async def test_final_hooks_see_done_and_failed_in_the_same_transaction(db: Datab
         await finished(db, good.id)
         await finished(db, failing.id)
     assert sorted(seen) == sorted([(good.id, "done", True), (failing.id, "failed", True)])
+
+
+def test_only_the_final_hooks_that_act_on_a_batch_are_run_for_it() -> None:
+    kinds = jobs.Registry()
+
+    async def everything(uow: UnitOfWork, job: jobs.Job) -> None:
+        return None
+
+    async def accounts_only(uow: UnitOfWork, job: jobs.Job) -> None:
+        return None
+
+    kinds.on_final(accounts_only, acts_on=lambda job: job.account_id is not None)
+    stamp = clock.now()
+    own = _job(stamp, account_id=None)
+    assert kinds.final_hooks_for([own]) == []
+    assert kinds.final_hooks_for([own, _job(stamp, account_id="acc_1")]) == [accounts_only]
+    kinds.on_final(everything)
+    assert kinds.final_hooks_for([own]) == [everything]
+
+
+def _job(now: datetime, *, account_id: str | None) -> jobs.Job:
+    return jobs.Job(
+        id=f"job_{uuid.uuid4().hex}",
+        account_id=account_id,
+        kind="noop",
+        status="processing",
+        payload={},
+        progress=0,
+        attempts=1,
+        max_attempts=3,
+        run_at=now,
+        locked_by="wrk_1",
+        lease_until=now,
+        cancel_requested=False,
+        error=None,
+        has_result=False,
+        version=2,
+        created_at=now,
+        updated_at=now,
+        started_at=now,
+        completed_at=None,
+    )
 
 
 async def test_a_backlog_drains_in_full_batches_without_waiting_to_gather(

@@ -9,7 +9,7 @@ fencing token of DESIGN.md's idempotency records, applied to jobs.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -30,6 +30,7 @@ from sqlalchemy import (
     tuple_,
     update,
 )
+from sqlalchemy.dialects import registry as dialects
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock
@@ -42,7 +43,7 @@ from ustun.jobs.registry import FinalHook
 from ustun.jobs.tables import job_results, jobs
 from ustun.store import Database, UnitOfWork
 from ustun.store.types import UTCDateTime
-from ustun.store.uow import current_unit_of_work
+from ustun.store.uow import asyncpg_connection, current_unit_of_work
 
 
 @asynccontextmanager
@@ -68,6 +69,30 @@ def _held(job: Job) -> list[ColumnElement[bool]]:
         jobs.c.locked_by == job.locked_by,
         jobs.c.attempts == job.attempts,
     ]
+
+
+class _Prebuilt:
+    """A hot-path statement built once per dialect and, for asyncpg, compiled once to SQL.
+
+    On asyncpg it runs on the driver connection (a prepared statement, asyncpg's own type
+    codecs), skipping SQLAlchemy's per-call execution; elsewhere through SQLAlchemy.
+    """
+
+    def __init__(self, build: Callable[[bool], Update]) -> None:
+        self._statements = {postgres: build(postgres) for postgres in (False, True)}
+        compiled = self._statements[True].compile(dialect=dialects.load("postgresql.asyncpg")())
+        self._sql = compiled.string
+        self._order = compiled.positiontup or []
+        self._defaults = compiled.params  # the values SQLAlchemy bound itself
+
+    async def rows(self, conn: AsyncConnection, params: dict[str, Any]) -> list[Any]:
+        """Run with `params`; the returned rows as mappings (column name to value)."""
+        if conn.dialect.driver != "asyncpg":
+            postgres = conn.dialect.name == "postgresql"
+            return list((await conn.execute(self._statements[postgres], params)).mappings())
+        driver = await asyncpg_connection(conn, begin=current_unit_of_work() is not None)
+        values = {**self._defaults, **params}
+        return list(await driver.fetch(self._sql, *(values[name] for name in self._order)))
 
 
 def _claim_statement(postgres: bool) -> Update:
@@ -107,7 +132,7 @@ def _claim_statement(postgres: bool) -> Update:
     )
 
 
-_CLAIM = {postgres: _claim_statement(postgres) for postgres in (False, True)}
+_CLAIM = _Prebuilt(_claim_statement)
 
 
 async def claim(
@@ -128,8 +153,8 @@ async def claim(
         "leased_until": now + timedelta(seconds=lease),
     }
     async with _one_statement(db) as conn:
-        rows = (await conn.execute(_CLAIM[not db.is_sqlite], params)).all()
-    return sorted((Job.from_row(r) for r in rows), key=lambda j: (j.run_at, j.id))
+        rows = await _CLAIM.rows(conn, params)
+    return sorted((Job(**row) for row in rows), key=lambda j: (j.run_at, j.id))
 
 
 async def renew(
@@ -271,7 +296,7 @@ _SETTLED_DONE: dict[str, Any] = {
     "progress": 100,
     "has_result": False,
 }
-_SETTLE_DONE = {postgres: _settle_done_statement(postgres) for postgres in (False, True)}
+_SETTLE_DONE = _Prebuilt(_settle_done_statement)
 
 
 def _held_params(held: Sequence[Job], postgres: bool) -> dict[str, Any]:
@@ -300,17 +325,16 @@ async def settle(
             now = clock.now()
             postgres = not db.is_sqlite
             params = {**_held_params(list(plain.values()), postgres), "now": now}
-            rows = (await conn.execute(_SETTLE_DONE[postgres], params)).all()
             changed = [
                 replace(
-                    plain[row.id],
+                    plain[row["id"]],
                     **_SETTLED_DONE,
-                    version=row.version,
-                    cancel_requested=row.cancel_requested,
+                    version=row["version"],
+                    cancel_requested=row["cancel_requested"],
                     updated_at=now,
                     completed_at=now,
                 )
-                for row in rows
+                for row in await _SETTLE_DONE.rows(conn, params)
             ]
             settled.update((job.id, job) for job in changed)
             if hooks:

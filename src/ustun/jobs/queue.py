@@ -4,7 +4,8 @@
 caller's own writes: the row is its own outbox. The row is written as the transaction's last
 work (so it is not visible inside the unit of work before its commit); when it is the only
 write, on PostgreSQL it is one autocommit INSERT. Workers are woken only after the commit (the
-jobs trigger's NOTIFY is delivered at commit; this process's runners by an after-commit hook).
+jobs trigger's NOTIFY, sent while a worker waits, is delivered at commit; this process's runners
+by an after-commit hook).
 """
 
 from __future__ import annotations

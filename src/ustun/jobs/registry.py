@@ -6,7 +6,7 @@ An app adds its own kinds with `@job_kind("name")`; a worker runs only the kinds
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 Handler = Callable[["JobContext"], Awaitable[Result | None]]
 # Runs inside the transaction that gives a job its final state (done or failed): an outbox.
 FinalHook = Callable[[UnitOfWork, Job], Awaitable[None]]
+# Which jobs a final hook acts on: it does nothing for the others.
+JobFilter = Callable[[Job], bool]
 
 DEFAULT_RETRY_ON: tuple[type[BaseException], ...] = (TransientError, OSError, TimeoutError)
 
@@ -40,6 +42,7 @@ class Registry:
     def __init__(self) -> None:
         self._kinds: dict[str, JobKind] = {}
         self.final_hooks: list[FinalHook] = []
+        self._hook_filters: dict[FinalHook, JobFilter] = {}
 
     def register(
         self,
@@ -67,10 +70,27 @@ class Registry:
 
         return decorate
 
-    def on_final(self, hook: FinalHook) -> None:
-        """Run `hook` in the same transaction as every job's final `done` / `failed` state."""
+    def on_final(self, hook: FinalHook, *, acts_on: JobFilter | None = None) -> None:
+        """Run `hook` in the same transaction as every job's final `done` / `failed` state.
+
+        `acts_on` declares the jobs the hook does something for (all by default): a batch of
+        jobs it does nothing for can be settled without a transaction around it.
+        """
         if hook not in self.final_hooks:
             self.final_hooks.append(hook)
+        if acts_on is None:
+            self._hook_filters.pop(hook, None)
+        else:
+            self._hook_filters[hook] = acts_on
+
+    def final_hooks_for(self, batch: Iterable[Job]) -> list[FinalHook]:
+        """The final hooks that act on at least one job of `batch`."""
+        batch = list(batch)
+        return [
+            hook
+            for hook in self.final_hooks
+            if (acts_on := self._hook_filters.get(hook)) is None or any(map(acts_on, batch))
+        ]
 
     def get(self, name: str) -> JobKind | None:
         """The kind called `name`, if registered."""

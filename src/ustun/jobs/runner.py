@@ -2,7 +2,8 @@
 
 One loop per process claims batches up to its free slots, runs each job as a task, renews
 the leases of running jobs by heartbeat, and returns expired leases of dead workers to the
-queue. It sleeps until woken (NOTIFY, an in-process enqueue, a slot freeing) or the poll
+queue. While claims find jobs it claims again after a short gather; once one comes back
+empty it sleeps until woken (NOTIFY, an in-process enqueue, a slot freeing) or the poll
 interval passes.
 """
 
@@ -75,6 +76,7 @@ class Runner:
         self._wake = asyncio.Event()
         self._outcomes: list[tuple[Job, lease.Outcome, asyncio.Future[Job | None]]] = []
         self._outcome_ready = asyncio.Event()
+        self._listener: wakeup.Listener | None = None
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Claim and run jobs until `stopping` is set, then let running jobs finish or release."""
@@ -85,8 +87,9 @@ class Runner:
             asyncio.create_task(self._wake_on(stopping)),
             asyncio.create_task(self._settler()),
         ]
-        if not self.db.is_sqlite:
-            helpers.append(asyncio.create_task(wakeup.listen(self.db, self._wake, stopping)))
+        self._listener = None if self.db.is_sqlite else wakeup.Listener(self.db, self._wake)
+        if self._listener is not None:
+            helpers.append(asyncio.create_task(self._listener.run(stopping)))
         try:
             await self._claim_loop(stopping)
         finally:
@@ -108,9 +111,10 @@ class Runner:
             if time.monotonic() >= next_recovery:
                 next_recovery = time.monotonic() + recover_every
                 await lease.recover_expired(self.db, hooks=self.kinds.final_hooks)
+            wait = self.poll_interval
             if len(self._running) < self.concurrency:
-                # The last claim emptied the queue: under a stream of enqueues (one NOTIFY per
-                # commit) let the next ones gather into a batch rather than claim them one by one.
+                # The last claim emptied the queue: under a stream of enqueues let the next ones
+                # gather into a batch rather than claim them one by one.
                 if await _stopped_within(stopping, gather_until - time.monotonic()):
                     break
                 free = self.concurrency - len(self._running)
@@ -123,12 +127,20 @@ class Runner:
                 )
                 for job in claimed:
                     self._start(job)
+                if claimed and self._listener is not None:
+                    # Jobs keep coming: the next claim follows a timer or a freed slot, no NOTIFY.
+                    await self._listener.busy()
                 if len(claimed) == free:
                     gather_until = 0.0
                     continue  # a full batch: more may be due, claim as soon as slots free
                 gather_until = time.monotonic() + CLAIM_GATHER
+                if claimed and self._listener is not None:
+                    wait = CLAIM_GATHER
+                elif self._listener is not None and await self._listener.idle():
+                    gather_until = 0.0
+                    continue  # now notified: claim what was enqueued before that
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                await asyncio.wait_for(self._wake.wait(), wait)
 
     def _start(self, job: Job) -> None:
         stale = self._running.get(job.id)
@@ -201,10 +213,11 @@ class Runner:
             if self._outcomes:
                 self._outcome_ready.set()
             try:
+                held = [job for job, _, _ in batch]
                 settled = await lease.settle(
                     self.db,
                     [(job, outcome) for job, outcome, _ in batch],
-                    hooks=self.kinds.final_hooks,
+                    hooks=self.kinds.final_hooks_for(held),
                 )
             except Exception as exc:
                 for _, _, future in batch:

@@ -42,7 +42,14 @@ jobs = Table(
     Column("updated_at", UTCDateTime(), nullable=False),
     Column("started_at", UTCDateTime(), nullable=True),
     Column("completed_at", UTCDateTime(), nullable=True),
-    Index("ix_jobs_account_id_id", "account_id", "id"),
+    # Partial indexes (migration 0006): a new or claimed job adds no entry to them.
+    Index(
+        "ix_jobs_account_id_id",
+        "account_id",
+        "id",
+        postgresql_where=text("account_id IS NOT NULL"),
+        sqlite_where=text("account_id IS NOT NULL"),
+    ),
     Index(
         "ix_jobs_pending_run_at",
         "run_at",
@@ -56,7 +63,12 @@ jobs = Table(
         postgresql_where=text("status = 'processing'"),
         sqlite_where=text("status = 'processing'"),
     ),
-    Index("ix_jobs_completed_at", "completed_at"),
+    Index(
+        "ix_jobs_completed_at",
+        "completed_at",
+        postgresql_where=text("completed_at IS NOT NULL"),
+        sqlite_where=text("completed_at IS NOT NULL"),
+    ),
 )
 
 job_events = Table(

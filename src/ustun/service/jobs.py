@@ -62,7 +62,9 @@ async def emit_final(uow: UnitOfWork, job: jobs.Job) -> None:
         await emit(uow, job.account_id, kind, render(job), object_url=job_url(job.id))
 
 
-jobs.registry.on_final(emit_final)
+# It acts only on an account's jobs (others have no subscribers): settling a batch of
+# account-less jobs needs no transaction around its one UPDATE.
+jobs.registry.on_final(emit_final, acts_on=lambda job: job.account_id is not None)
 
 
 def headers(job: jobs.Job) -> dict[str, str]:
