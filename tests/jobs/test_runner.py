@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -97,6 +98,40 @@ async def test_final_hooks_see_done_and_failed_in_the_same_transaction(db: Datab
         await finished(db, good.id)
         await finished(db, failing.id)
     assert sorted(seen) == sorted([(good.id, "done", True), (failing.id, "failed", True)])
+
+
+async def test_a_job_frees_its_slot_while_it_settles(db: Database) -> None:
+    """The next claim overlaps a settle; at most `concurrency` more jobs wait to settle."""
+    if db.is_sqlite:
+        pytest.skip("SQLite serialises writers: a claim waits for the settle's transaction")
+    kinds = jobs.Registry()
+    started: list[str] = []
+    gate = asyncio.Event()
+
+    @kinds.kind("step")
+    async def step(ctx: jobs.JobContext) -> None:
+        started.append(ctx.job.id)
+
+    async def stuck(uow: UnitOfWork, job: jobs.Job) -> None:
+        await gate.wait()
+
+    kinds.on_final(stuck)
+    made = [(await jobs.enqueue(db, "step", kinds=kinds)).id for _ in range(3)]
+
+    async def second_started() -> bool:
+        return len(started) >= 2
+
+    async with running(db, kinds=kinds, concurrency=1):
+        try:
+            # The first job's settle hangs in its hook: the second runs all the same, and the
+            # third waits, as both slots for settling jobs are taken.
+            await eventually(second_started, what="the second job to run")
+            assert started == made[:2]
+        finally:
+            gate.set()
+        for job_id in made:
+            await finished(db, job_id)
+    assert started == made
 
 
 def test_only_the_final_hooks_that_act_on_a_batch_are_run_for_it() -> None:

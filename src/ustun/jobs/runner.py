@@ -1,6 +1,7 @@
 """The job runner: a loop for the service `Worker` that claims, runs and settles jobs.
 
-One loop per process claims batches up to its free slots, runs each job as a task, renews
+One loop per process claims batches up to its free slots (a job frees its slot when its
+handler returns, so the next claim overlaps its settle), runs each job as a task, renews
 the leases of running jobs by heartbeat, and returns expired leases of dead workers to the
 queue. While claims find jobs it claims again after a short gather; once one comes back
 empty it sleeps until woken (NOTIFY, an in-process enqueue, a slot freeing) or the poll
@@ -112,12 +113,13 @@ class Runner:
                 next_recovery = time.monotonic() + recover_every
                 await lease.recover_expired(self.db, hooks=self.kinds.final_hooks)
             wait = self.poll_interval
-            if len(self._running) < self.concurrency:
+            free = self._free_slots()
+            if free > 0:
                 # The last claim emptied the queue: under a stream of enqueues let the next ones
                 # gather into a batch rather than claim them one by one.
                 if await _stopped_within(stopping, gather_until - time.monotonic()):
                     break
-                free = self.concurrency - len(self._running)
+                free = self._free_slots()
                 claimed = await lease.claim(
                     self.db,
                     worker_id=self.worker_id,
@@ -142,6 +144,13 @@ class Runner:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
 
+    def _free_slots(self) -> int:
+        """Slots for new jobs: a job frees its slot when its handler returns, so the next claim
+        overlaps its settle; at most `concurrency` jobs wait to settle on top of those running."""
+        settling = sum(1 for r in self._running.values() if r.settling)
+        running = len(self._running) - settling
+        return min(self.concurrency - running, 2 * self.concurrency - len(self._running))
+
     def _start(self, job: Job) -> None:
         stale = self._running.get(job.id)
         if stale is not None and stale.task is not None:
@@ -160,6 +169,7 @@ class Runner:
             assert kind is not None, "claimed only registered kinds"
             outcome = await self._outcome(kind, ctx)
             running.settling = True
+            self._wake.set()  # its slot is free: the next claim overlaps this settle
             if await self._settle(job, outcome) is None:
                 raise LeaseLost(job.id)
         except LeaseLost:
