@@ -114,10 +114,6 @@ class UnitOfWork:
         """Run `hook` once the transaction has committed (never after a rollback)."""
         self._after.append(hook)
 
-    async def asyncpg(self) -> Any:
-        """The asyncpg connection underneath (PostgreSQL only), inside this transaction."""
-        return await asyncpg_connection(self.conn)
-
     @classmethod
     @asynccontextmanager
     async def run(cls, conn: AsyncConnection, *, ambient: bool = True) -> AsyncIterator[UnitOfWork]:

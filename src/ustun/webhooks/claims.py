@@ -21,6 +21,7 @@ from datetime import datetime
 from sqlalchemy import Boolean, ColumnElement, func, literal_column, select, update
 
 from ustun.store import Database
+from ustun.store.uow import asyncpg_connection
 from ustun.webhooks.tables import DUE_PREDICATE, deliveries, endpoints, events
 
 # How many due rows one claim looks at per row it may take (room for per-endpoint caps).
@@ -113,7 +114,7 @@ async def claim(
     if db.is_sqlite:
         return await _claim_sqlite(db, limit, now, lease_until, token, saturated)
     async with db.unit_of_work() as uow:
-        conn = await uow.asyncpg()
+        conn = await asyncpg_connection(uow.conn)
         # A claim lost in a crash only leaves the row due again, so it need not wait for the
         # WAL flush; this takes an fsync off the commit -> send path.
         await conn.execute("SET LOCAL synchronous_commit = off")

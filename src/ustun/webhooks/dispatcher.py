@@ -28,6 +28,7 @@ from ustun import clock, ids, instrumentation
 from ustun.http.retry_after import parse_retry_after
 from ustun.http.signature import headers as signed_headers
 from ustun.store import Database, UnitOfWork
+from ustun.store.uow import asyncpg_connection
 from ustun.webhooks import endpoints as endpoint_ops
 from ustun.webhooks import message, transport
 from ustun.webhooks.claims import Claim, claim
@@ -365,13 +366,13 @@ class Dispatcher:
             if self.db.is_sqlite:
                 await self._settle_sqlite(uow, batch, now)
             else:
-                await self._settle_asyncpg(await uow.asyncpg(), batch, now)
+                await self._settle_asyncpg(await asyncpg_connection(uow.conn), batch, now)
             await self._endpoint_health(uow, batch, now)
         if self._soonest is not None:
             self._wake.set()
 
     async def _settle_asyncpg(self, conn: Any, batch: _Batch, now: datetime) -> None:
-        """The same on PostgreSQL, on the asyncpg connection without SQLAlchemy's row handling."""
+        """The fenced delivery updates and the attempt rows on PostgreSQL, straight on asyncpg."""
         await conn.executemany(_PG_SETTLE, [(*row, now, self.token) for row in batch.updates])
         if batch.attempts:
             await conn.execute(_PG_ATTEMPTS, *map(list, zip(*batch.attempts, strict=True)))
