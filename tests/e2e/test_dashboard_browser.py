@@ -208,6 +208,9 @@ def test_usable_at_phone_width(browser: Browser, service: Service, tmp_path: Pat
         assert overflow <= 0
         expect(page.get_by_role("button", name="Log out")).to_be_visible()
         page.get_by_role("link", name="Deliveries").click()
+        # Measure the new page, not the one the click is leaving.
+        expect(page).to_have_url(re.compile(r"/dashboard/deliveries$"))
+        page.wait_for_load_state()
         overflow = page.evaluate(
             "document.documentElement.scrollWidth - document.documentElement.clientWidth"
         )
