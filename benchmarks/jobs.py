@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import subprocess
@@ -218,7 +219,9 @@ async def drop_pg_database(name: str) -> None:
         await admin.close()
 
 
-async def bench_ustun(url: str, total: int, concurrency: int) -> float:
+async def bench_ustun(url: str, total: int, concurrency: int, *, in_uow: bool = False) -> float:
+    """`in_uow`: each producer opens a unit of work around its enqueue (as an endpoint that also
+    writes would); otherwise `jobs.enqueue` alone, as the peers' producers call theirs."""
     from sqlalchemy import func, select
 
     from ustun.jobs.tables import jobs
@@ -240,7 +243,10 @@ async def bench_ustun(url: str, total: int, concurrency: int) -> float:
     )
 
     async def enqueue_one() -> None:
-        async with db.unit_of_work():
+        if in_uow:
+            async with db.unit_of_work():
+                await ustun_jobs.enqueue(db, "noop")
+        else:
             await ustun_jobs.enqueue(db, "noop")
 
     async def done() -> int:
@@ -248,7 +254,7 @@ async def bench_ustun(url: str, total: int, concurrency: int) -> float:
             query = select(func.count()).select_from(jobs).where(jobs.c.status == "done")
             return int(await conn.scalar(query) or 0)
 
-    backend = "SQLite" if db.is_sqlite else "PostgreSQL"
+    backend = ("SQLite" if db.is_sqlite else "PostgreSQL") + (", in uow" if in_uow else "")
     try:
         database = None if db.is_sqlite else db.engine.url.database
         return await measure(f"ustun ({backend})", worker, enqueue_one, done, total, database)
@@ -375,6 +381,9 @@ async def enqueue_costs(total: int) -> None:
                 await uow.conn.execute(text("INSERT INTO one_row (v) VALUES (1)"))
 
         async def ustun_enqueue() -> None:
+            await ustun_jobs.enqueue(db, "noop")
+
+        async def ustun_enqueue_in_uow() -> None:
             async with db.unit_of_work():
                 await ustun_jobs.enqueue(db, "noop")
 
@@ -385,6 +394,7 @@ async def enqueue_costs(total: int) -> None:
             ("asyncpg BEGIN;INSERT;COMMIT", asyncpg_transaction),
             ("unit_of_work() + INSERT", unit_of_work_insert),
             ("ustun jobs.enqueue", ustun_enqueue),
+            ("ustun in unit_of_work()", ustun_enqueue_in_uow),
             ("pgqueuer enqueue", pgqueuer_enqueue),
         ):
             await enqueue_one()
@@ -411,6 +421,7 @@ async def main(total: int, concurrency: int, pgbench_seconds: int) -> None:
         ("ustun", bench_ustun),
         ("procrastinate", bench_procrastinate),
         ("pgqueuer", bench_pgqueuer),
+        ("ustun-in-uow", functools.partial(bench_ustun, in_uow=True)),
     ):
         database = await fresh_pg_database()
         url = f"{PG}/{database}"
@@ -430,6 +441,8 @@ async def main(total: int, concurrency: int, pgbench_seconds: int) -> None:
     print(f"ustun / faster peer       = {rates['ustun'] / peer:5.2f}x (target >= 2x)")
     print(f"ustun / procrastinate     = {rates['ustun'] / rates['procrastinate']:5.2f}x")
     print(f"ustun / pgqueuer          = {rates['ustun'] / rates['pgqueuer']:5.2f}x")
+    in_uow = rates["ustun-in-uow"] / peer
+    print(f"ustun in uow / faster peer = {in_uow:5.2f}x (each enqueue in a unit of work)")
     print(f"ustun / pgbench commits/s = {rates['ustun'] / ceiling:5.1%} (a job needs >= 2 commits)")
 
 

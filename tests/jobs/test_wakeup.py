@@ -40,7 +40,7 @@ async def listener(pg: Database) -> AsyncIterator[wakeup.Listener]:
 
 async def _notifications(pg: Database) -> tuple[asyncpg.Connection, list[Any]]:
     seen: list[Any] = []
-    conn = await asyncpg.connect(wakeup._dsn(pg))
+    conn = await asyncpg.connect(pg.dsn)
     await conn.add_listener(wakeup.CHANNEL, lambda *args: seen.append(args))
     return conn, seen
 
@@ -74,7 +74,7 @@ async def test_a_registration_commits_after_the_enqueues_that_could_miss_it(
     pg: Database, listener: wakeup.Listener
 ) -> None:
     now = clock.now()
-    conn = await asyncpg.connect(wakeup._dsn(pg))
+    conn = await asyncpg.connect(pg.dsn)
     try:
         async with conn.transaction():
             job_id = f"job_{uuid.uuid4().hex}"

@@ -43,18 +43,18 @@ from ustun.jobs.registry import FinalHook
 from ustun.jobs.tables import job_results, jobs
 from ustun.store import Database, UnitOfWork
 from ustun.store.types import UTCDateTime
-from ustun.store.uow import asyncpg_connection, current_unit_of_work
+from ustun.store.uow import asyncpg_connection
 
 
 @asynccontextmanager
-async def _one_statement(db: Database, *, alone: bool = True) -> AsyncIterator[AsyncConnection]:
-    """Where to run a write that is ONE self-contained statement.
+async def _one_statement(db: Database) -> AsyncIterator[AsyncConnection]:
+    """Where to run a write that is ONE self-contained statement through SQLAlchemy.
 
     On PostgreSQL, outside any unit of work, an autocommit connection: the statement is its own
     transaction, one round trip instead of three (BEGIN, statement, COMMIT). Elsewhere (SQLite:
-    `BEGIN IMMEDIATE` and the process write lock), or when not `alone`, a unit of work.
+    `BEGIN IMMEDIATE` and the process write lock), a unit of work.
     """
-    if db.is_sqlite or not alone or current_unit_of_work() is not None:
+    if db.is_sqlite or db.in_unit_of_work():
         async with db.unit_of_work() as uow:
             yield uow.conn
         return
@@ -86,13 +86,25 @@ class _Prebuilt:
         self._defaults = compiled.params  # the values SQLAlchemy bound itself
 
     async def rows(self, conn: AsyncConnection, params: dict[str, Any]) -> list[Any]:
-        """Run with `params`; the returned rows as mappings (column name to value)."""
+        """Run with `params` in a unit of work; the returned rows as mappings (name to value)."""
         if conn.dialect.driver != "asyncpg":
             postgres = conn.dialect.name == "postgresql"
             return list((await conn.execute(self._statements[postgres], params)).mappings())
-        driver = await asyncpg_connection(conn, begin=current_unit_of_work() is not None)
+        driver = await asyncpg_connection(conn)
+        return list(await driver.fetch(self._sql, *self._arguments(params)))
+
+    async def rows_alone(self, db: Database, params: dict[str, Any]) -> list[Any]:
+        """`rows` as its own transaction: on PostgreSQL outside any unit of work, one autocommit
+        statement on one of the database's autocommit connections."""
+        if db.is_sqlite or db.in_unit_of_work():
+            async with db.unit_of_work() as uow:
+                return await self.rows(uow.conn, params)
+        async with db.autocommit() as driver:
+            return list(await driver.fetch(self._sql, *self._arguments(params)))
+
+    def _arguments(self, params: dict[str, Any]) -> list[Any]:
         values = {**self._defaults, **params}
-        return list(await driver.fetch(self._sql, *(values[name] for name in self._order)))
+        return [values[name] for name in self._order]
 
 
 def _claim_statement(postgres: bool) -> Update:
@@ -152,8 +164,7 @@ async def claim(
         "claimer": worker_id,
         "leased_until": now + timedelta(seconds=lease),
     }
-    async with _one_statement(db) as conn:
-        rows = await _CLAIM.rows(conn, params)
+    rows = await _CLAIM.rows_alone(db, params)
     return sorted((Job(**row) for row in rows), key=lambda j: (j.run_at, j.id))
 
 
@@ -320,32 +331,37 @@ async def settle(
     """
     settled: dict[str, Job | None] = {job.id: None for job, _ in batch}
     plain = {job.id: job for job, outcome in batch if outcome == DONE}
-    async with _one_statement(db, alone=len(plain) == len(batch) and not hooks) as conn:
+    now = clock.now()
+    params = {**_held_params(list(plain.values()), not db.is_sqlite), "now": now}
+    if len(plain) == len(batch) and not hooks:
+        rows = await _SETTLE_DONE.rows_alone(db, params)
+        settled.update((job.id, job) for job in _settled_done(plain, rows, now))
+        return settled
+    async with db.unit_of_work() as uow:
         if plain:
-            now = clock.now()
-            postgres = not db.is_sqlite
-            params = {**_held_params(list(plain.values()), postgres), "now": now}
-            changed = [
-                replace(
-                    plain[row["id"]],
-                    **_SETTLED_DONE,
-                    version=row["version"],
-                    cancel_requested=row["cancel_requested"],
-                    updated_at=now,
-                    completed_at=now,
-                )
-                for row in await _SETTLE_DONE.rows(conn, params)
-            ]
+            changed = _settled_done(plain, await _SETTLE_DONE.rows(uow.conn, params), now)
             settled.update((job.id, job) for job in changed)
-            if hooks:
-                uow = current_unit_of_work()
-                assert uow is not None, "with hooks, settle runs in a unit of work"
-                await _run_hooks(uow, changed, hooks)
+            await _run_hooks(uow, changed, hooks)
         for job, outcome in batch:
             if outcome != DONE:
                 with contextlib.suppress(LeaseLost):
                     settled[job.id] = await finish(db, job, outcome, hooks=hooks)
     return settled
+
+
+def _settled_done(plain: dict[str, Job], rows: Sequence[Any], now: datetime) -> list[Job]:
+    """The held jobs `_SETTLE_DONE` moved to done, from the few columns it returns."""
+    return [
+        replace(
+            plain[row["id"]],
+            **_SETTLED_DONE,
+            version=row["version"],
+            cancel_requested=row["cancel_requested"],
+            updated_at=now,
+            completed_at=now,
+        )
+        for row in rows
+    ]
 
 
 async def _run_hooks(uow: UnitOfWork, changed: Sequence[Job], hooks: Sequence[FinalHook]) -> None:

@@ -3,9 +3,10 @@
 `enqueue` joins the caller's unit of work, so the job row commits (or rolls back) with the
 caller's own writes: the row is its own outbox. The row is written as the transaction's last
 work (so it is not visible inside the unit of work before its commit); when it is the only
-write, on PostgreSQL it is one autocommit INSERT. Workers are woken only after the commit (the
-jobs trigger's NOTIFY, sent while a worker waits, is delivered at commit; this process's runners
-by an after-commit hook).
+write, on PostgreSQL it is one autocommit INSERT. Outside any unit of work it is that INSERT on
+one of the database's autocommit connections, without SQLAlchemy. Workers are woken only after
+the commit (the jobs trigger's NOTIFY, sent while a worker waits, is delivered at commit; this
+process's runners by an after-commit hook).
 """
 
 from __future__ import annotations
@@ -81,6 +82,11 @@ async def enqueue(
         started_at=None,
         completed_at=None,
     )
+    if not db.is_sqlite and not db.in_unit_of_work():
+        async with db.autocommit() as conn:
+            await conn.execute(_PG_INSERT, *_pg_row(job))
+        await wakeup.wake_local()
+        return job
     async with db.unit_of_work() as uow:
         new = _new_jobs.get(uow)
         if new is None:
@@ -91,6 +97,19 @@ async def enqueue(
             uow.after_commit(wakeup.wake_local)
         new.append(job)
     return job
+
+
+def _pg_row(job: Job) -> tuple[Any, ...]:
+    """The parameters of `_PG_INSERT` for `job`."""
+    return (
+        job.id,
+        job.account_id,
+        job.kind,
+        json.dumps(job.payload),
+        job.max_attempts,
+        job.run_at,
+        job.created_at,
+    )
 
 
 def _values(job: Job) -> dict[str, Any]:
@@ -107,18 +126,7 @@ async def _insert(conn: AsyncConnection, new: list[Job], alone: bool) -> None:
         await conn.execute(_INSERT, [_values(job) for job in new])
         return
     driver = await asyncpg_connection(conn, begin=not alone or len(new) > 1)
-    rows = [
-        (
-            job.id,
-            job.account_id,
-            job.kind,
-            json.dumps(job.payload),
-            job.max_attempts,
-            job.run_at,
-            job.created_at,
-        )
-        for job in new
-    ]
+    rows = [_pg_row(job) for job in new]
     if len(rows) == 1:
         await driver.execute(_PG_INSERT, *rows[0])
     else:

@@ -50,10 +50,6 @@ async def wake_local() -> None:
         event.set()
 
 
-def _dsn(db: Database) -> str:
-    return db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 class Listener:
     """A dedicated connection LISTENing for enqueues, which sets `wake` on each notification.
 
@@ -98,7 +94,7 @@ class Listener:
         while not stopping.is_set():
             conn = None
             try:
-                conn = await asyncpg.connect(_dsn(self._db))
+                conn = await asyncpg.connect(self._db.dsn)
                 closed = asyncio.Event()
                 conn.add_termination_listener(lambda _conn, closed=closed: closed.set())
                 await conn.add_listener(CHANNEL, on_notify)

@@ -13,10 +13,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import asyncpg
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from ustun.store.autocommit import AutocommitPool
 from ustun.store.uow import Held, UnitOfWork, current_hold, current_unit_of_work
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -51,8 +53,15 @@ class Database:
             kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False)
         self.engine: AsyncEngine = create_async_engine(self.url, **kwargs)
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
+        self._autocommit = None if self.is_sqlite else AutocommitPool(self.dsn, pool_size)
         if self.is_sqlite:
             _configure_sqlite(self.engine)
+
+    @property
+    def dsn(self) -> str:
+        """The URL as a plain `postgresql://…` DSN, for asyncpg's own connections."""
+        url = self.engine.url.set(drivername=self.engine.dialect.name)
+        return url.render_as_string(hide_password=False)
 
     @property
     def dialect(self) -> str:
@@ -72,6 +81,22 @@ class Database:
             return
         async with self._write() as uow:
             yield uow
+
+    def in_unit_of_work(self) -> bool:
+        """Whether `unit_of_work()` would join a unit of work already open in this context."""
+        held = current_hold()
+        return current_unit_of_work() is not None or (held is not None and held.owner is self)
+
+    @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[asyncpg.Connection]:
+        """A PostgreSQL connection for ONE statement that commits by itself (no transaction).
+
+        For hot paths outside any unit of work (see `in_unit_of_work`); not on SQLite.
+        """
+        if self._autocommit is None:
+            raise RuntimeError("autocommit() is for PostgreSQL; on SQLite use unit_of_work()")
+        async with self._autocommit.connection() as conn:
+            yield conn
 
     @asynccontextmanager
     async def hold(self) -> AsyncIterator[Held]:
@@ -107,6 +132,8 @@ class Database:
 
     async def dispose(self) -> None:
         """Close every pooled connection."""
+        if self._autocommit is not None:
+            await self._autocommit.close()
         await self.engine.dispose()
 
 

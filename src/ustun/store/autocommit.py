@@ -1,0 +1,69 @@
+"""Idle asyncpg connections for hot writes that are ONE statement outside any transaction.
+
+A lone enqueue or a worker's claim needs neither a transaction nor SQLAlchemy's statement
+machinery: the statement commits by itself. Checking out a SQLAlchemy connection for it costs
+more CPU than the statement (greenlet hops, pool events, reset on return), and asyncpg's own
+pool resets every connection on release in a shielded task; this keeps a plain LIFO of idle
+connections instead, which is safe because no statement run here leaves session state behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
+
+
+class AutocommitPool:
+    """At most `size` asyncpg connections to `dsn`, each lent to one statement at a time."""
+
+    def __init__(self, dsn: str, size: int) -> None:
+        self._dsn = dsn
+        self._slots = asyncio.Semaphore(size)
+        self._idle: list[asyncpg.Connection] = []
+        self._closed = False
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """An idle connection (a new one if none is idle), returned when the block ends.
+
+        An error the server answered leaves the connection ready for the next statement; any
+        other exception (a cancellation mid-statement, a lost connection) may leave it in an
+        unknown protocol state, so it is closed instead of reused.
+        """
+        async with self._slots:
+            conn = self._idle.pop() if self._idle else await self._connect()
+            try:
+                yield conn
+            except asyncpg.PostgresError:
+                self._give_back(conn)
+                raise
+            except BaseException:
+                conn.terminate()
+                raise
+            self._give_back(conn)
+
+    async def _connect(self) -> asyncpg.Connection:
+        """A new connection that reads and writes JSON as SQLAlchemy's asyncpg dialect does:
+        parameters already serialised, results parsed."""
+        conn = await asyncpg.connect(self._dsn)
+        for name in ("json", "jsonb"):
+            await conn.set_type_codec(
+                name, schema="pg_catalog", encoder=str, decoder=json.loads, format="text"
+            )
+        return conn
+
+    def _give_back(self, conn: asyncpg.Connection) -> None:
+        if self._closed:
+            conn.terminate()
+        elif not conn.is_closed():
+            self._idle.append(conn)
+
+    async def close(self) -> None:
+        """Close every idle connection (lent ones close when their block ends)."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        await asyncio.gather(*(conn.close() for conn in idle), return_exceptions=True)
