@@ -59,6 +59,14 @@ async def db(database_url: str) -> AsyncIterator[Database]:
 
 
 @pytest.fixture
+async def pg(postgresql_url: str) -> AsyncIterator[Database]:
+    """A `Database` on PostgreSQL only, for what exists only there (NOTIFY, autocommit)."""
+    database = Database(postgresql_url)
+    yield database
+    await database.dispose()
+
+
+@pytest.fixture
 async def api_key(db: Database) -> str:
     """A key of a brand-new account, so the test sees only its own data."""
     return await create_key(db, f"test-{uuid.uuid4().hex[:12]}")

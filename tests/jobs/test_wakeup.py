@@ -18,13 +18,6 @@ from ustun.store import Database
 
 
 @pytest.fixture
-async def pg(postgresql_url: str) -> AsyncIterator[Database]:
-    database = Database(postgresql_url)
-    yield database
-    await database.dispose()
-
-
-@pytest.fixture
 async def listener(pg: Database) -> AsyncIterator[wakeup.Listener]:
     """A connected listener (not yet waiting)."""
     wake, stopping = asyncio.Event(), asyncio.Event()

@@ -14,13 +14,6 @@ from ustun.store.autocommit import AutocommitPool
 
 
 @pytest.fixture
-async def pg(postgresql_url: str) -> AsyncIterator[Database]:
-    database = Database(postgresql_url)
-    yield database
-    await database.dispose()
-
-
-@pytest.fixture
 async def pool(pg: Database) -> AsyncIterator[AutocommitPool]:
     lending = AutocommitPool(pg.dsn, 2)
     yield lending
