@@ -89,7 +89,7 @@ async def test_at_most_size_connections_are_lent_at_once(pool: AutocommitPool) -
     assert most == 2
 
 
-async def test_close_closes_idle_connections_and_those_given_back_later(
+async def test_close_closes_idle_connections_and_lent_ones_when_given_back(
     pool: AutocommitPool,
 ) -> None:
     async with pool.connection() as first, pool.connection() as second:
@@ -100,6 +100,7 @@ async def test_close_closes_idle_connections_and_those_given_back_later(
         assert idle.is_closed()
         assert not lent.is_closed()
     assert lent.is_closed()
+    assert await _backend(pool) > 0  # a closed pool connects anew, as after SQLAlchemy's dispose
 
 
 async def test_the_database_lends_autocommit_connections_on_postgresql_only(pg: Database) -> None:

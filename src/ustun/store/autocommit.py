@@ -24,7 +24,7 @@ class AutocommitPool:
         self._dsn = dsn
         self._slots = asyncio.Semaphore(size)
         self._idle: list[asyncpg.Connection] = []
-        self._closed = False
+        self._generation = 0  # bumped by close(): connections made before it are not reused
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:
@@ -35,35 +35,43 @@ class AutocommitPool:
         unknown protocol state, so it is closed instead of reused.
         """
         async with self._slots:
+            generation = self._generation
             conn = self._idle.pop() if self._idle else await self._connect()
             try:
                 yield conn
             except asyncpg.PostgresError:
-                self._give_back(conn)
+                self._give_back(conn, generation)
                 raise
             except BaseException:
                 conn.terminate()
                 raise
-            self._give_back(conn)
+            self._give_back(conn, generation)
 
     async def _connect(self) -> asyncpg.Connection:
         """A new connection that reads and writes JSON as SQLAlchemy's asyncpg dialect does:
         parameters already serialised, results parsed."""
         conn = await asyncpg.connect(self._dsn)
-        for name in ("json", "jsonb"):
-            await conn.set_type_codec(
-                name, schema="pg_catalog", encoder=str, decoder=json.loads, format="text"
-            )
+        try:
+            for name in ("json", "jsonb"):
+                await conn.set_type_codec(
+                    name, schema="pg_catalog", encoder=str, decoder=json.loads, format="text"
+                )
+        except BaseException:
+            conn.terminate()
+            raise
         return conn
 
-    def _give_back(self, conn: asyncpg.Connection) -> None:
-        if self._closed:
+    def _give_back(self, conn: asyncpg.Connection, generation: int) -> None:
+        if generation != self._generation:
             conn.terminate()
         elif not conn.is_closed():
             self._idle.append(conn)
 
     async def close(self) -> None:
-        """Close every idle connection (lent ones close when their block ends)."""
-        self._closed = True
+        """Close every connection: idle ones now, lent ones when their block ends.
+
+        Like SQLAlchemy's `dispose()`, it does not end the pool: later blocks connect anew.
+        """
+        self._generation += 1
         idle, self._idle = self._idle, []
         await asyncio.gather(*(conn.close() for conn in idle), return_exceptions=True)
