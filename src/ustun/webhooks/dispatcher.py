@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections import Counter
@@ -433,12 +432,11 @@ class Dispatcher:
 
 def _body(item: Claim, payload: str) -> bytes:
     """The serialised event of a claimed delivery, in the endpoint's payload form."""
-    data = json.loads(item.event_data)
-    return message.body(
+    return message.stored_body(
         item.event_id,
         item.event_type,
         item.event_created_at,
-        data,
+        item.event_data,
         payload=payload,
         object_url=item.object_url,
     )
