@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from json.encoder import encode_basestring
 from typing import Any
 
 from ustun.clock import rfc3339
@@ -13,6 +14,8 @@ FULL, THIN = "full", "thin"
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _encode_stored = json.JSONEncoder(separators=(",", ":")).encode
+# How `_encode` writes a string (C-accelerated), for the fields `stored_body` writes itself.
+_string = encode_basestring
 
 
 def stored_data(data: dict[str, Any]) -> str:
@@ -65,12 +68,7 @@ def stored_body(
             payload=payload,
             object_url=object_url,
         )
-    head = _encode(
-        {
-            "id": event_id,
-            "type": event_type,
-            "created_at": rfc3339(created_at),
-            "api_version": API_VERSION,
-        }
-    )
-    return f'{head[:-1]},"data":{data}}}'.encode()
+    return (
+        f'{{"id":{_string(event_id)},"type":{_string(event_type)},'
+        f'"created_at":"{rfc3339(created_at)}","api_version":"{API_VERSION}","data":{data}}}'
+    ).encode()
