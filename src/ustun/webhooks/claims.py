@@ -33,11 +33,12 @@ CLAIM_ROUNDS = 2
 # The claim on PostgreSQL, joined to the event and endpoint in the same statement: $1 now,
 # $2 saturated endpoint ids, $3 rows to scan, $4 limit, $5 lease end, $6 lease token. It ranks
 # candidates without locking them, then locks only the chosen rows (skipping any that another
-# worker holds): locking the whole scan would dirty every scanned row. The locked ids are
-# updated through `= ANY(ARRAY(...))`, by primary key: with `IN (...)` the planner hash-joined
-# them against a sequential scan of the whole table. It runs on its own, outside a transaction
-# block (one round trip, no BEGIN or COMMIT), and turns off `synchronous_commit` for itself: a
-# claim lost in a crash only leaves the rows due again, so it need not wait for the WAL flush.
+# worker holds): locking the whole scan would dirty every scanned row. The chosen ids are
+# locked, and the locked ones updated, through `= ANY(ARRAY(...))`, by primary key: with
+# `IN (...)` the planner hash-joined them against a sequential scan of the whole table. It runs
+# on its own, outside a transaction block (one round trip, no BEGIN or COMMIT), and turns off
+# `synchronous_commit` for itself: a claim lost in a crash only leaves the rows due again, so it
+# need not wait for the WAL flush.
 _DUE = f"webhook_deliveries.{DUE_PREDICATE} AND next_attempt_at <= $1 AND endpoint_id <> ALL($2)"
 _PG_CLAIM = f"""
 WITH durability AS (
@@ -55,7 +56,7 @@ WITH durability AS (
 ), claimed AS (
     UPDATE webhook_deliveries SET next_attempt_at = $5, lease_token = $6
     WHERE id = ANY(ARRAY(
-        SELECT id FROM webhook_deliveries WHERE id IN (SELECT id FROM chosen) AND {_DUE}
+        SELECT id FROM webhook_deliveries WHERE id = ANY(ARRAY(SELECT id FROM chosen)) AND {_DUE}
         FOR UPDATE SKIP LOCKED
     ))
     RETURNING id, endpoint_id, event_id, attempt_count, status
