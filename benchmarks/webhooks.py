@@ -279,7 +279,8 @@ def main() -> None:
         for bare, dispatched, cpu in r["rounds"]:
             print(
                 f"{backend:<10} bare aiohttp {bare:6.0f}/s  dispatcher {dispatched:6.0f}/s"
-                f"  ratio {dispatched / bare:.2f}  (worker CPU {cpu:.0%} of a core)"
+                f"  ratio {dispatched / bare:.2f}  (worker CPU {cpu:.0%} of a core,"
+                f" {cpu / dispatched * 1e6:.0f} µs per delivery)"
             )
         ratios = [d / b for b, d, _ in r["rounds"]]
         print(

@@ -12,17 +12,13 @@ import threading
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+# Every pair of digits, indexed by the 10 bits it encodes: 13 look-ups write an id's 26 digits.
+_PAIRS = [first + second for first in _ALPHABET for second in _ALPHABET]
+_SHIFTS = tuple(range(120, -1, -10))
+_RANDOM_BITS = 80
 _lock = threading.Lock()
 _last_ms = 0
 _last_rand = 0
-
-
-def _encode(value: int, length: int) -> str:
-    chars = []
-    for _ in range(length):
-        value, rem = divmod(value, 32)
-        chars.append(_ALPHABET[rem])
-    return "".join(reversed(chars))
 
 
 def new_id(prefix: str) -> str:
@@ -34,6 +30,8 @@ def new_id(prefix: str) -> str:
             ms = _last_ms
             rand = _last_rand + 1
         else:
-            rand = secrets.randbits(80)
+            rand = secrets.randbits(_RANDOM_BITS)
         _last_ms, _last_rand = ms, rand
-    return f"{prefix}_{_encode(ms, 10)}{_encode(rand & ((1 << 80) - 1), 16)}"
+    # 130 bits: the milliseconds in the top 50, the random part in the low 80.
+    value = ms << _RANDOM_BITS | rand & ((1 << _RANDOM_BITS) - 1)
+    return f"{prefix}_{''.join([_PAIRS[value >> shift & 1023] for shift in _SHIFTS])}"

@@ -33,12 +33,17 @@ CLAIM_ROUNDS = 2
 # The claim on PostgreSQL, joined to the event and endpoint in the same statement: $1 now,
 # $2 saturated endpoint ids, $3 rows to scan, $4 limit, $5 lease end, $6 lease token. It ranks
 # candidates without locking them, then locks only the chosen rows (skipping any that another
-# worker holds): locking the whole scan would dirty every scanned row. The locked ids are
-# updated through `= ANY(ARRAY(...))`, by primary key: with `IN (...)` the planner hash-joined
-# them against a sequential scan of the whole table.
+# worker holds): locking the whole scan would dirty every scanned row. The chosen ids are
+# locked, and the locked ones updated, through `= ANY(ARRAY(...))`, by primary key: with
+# `IN (...)` the planner hash-joined them against a sequential scan of the whole table. It runs
+# on its own, outside a transaction block (one round trip, no BEGIN or COMMIT), and turns off
+# `synchronous_commit` for itself: a claim lost in a crash only leaves the rows due again, so it
+# need not wait for the WAL flush.
 _DUE = f"webhook_deliveries.{DUE_PREDICATE} AND next_attempt_at <= $1 AND endpoint_id <> ALL($2)"
 _PG_CLAIM = f"""
-WITH due AS (
+WITH durability AS (
+    SELECT set_config('synchronous_commit', 'off', true)
+), due AS (
     SELECT id, endpoint_id, next_attempt_at FROM webhook_deliveries
     WHERE {_DUE} ORDER BY next_attempt_at LIMIT $3
 ), ranked AS (
@@ -51,7 +56,7 @@ WITH due AS (
 ), claimed AS (
     UPDATE webhook_deliveries SET next_attempt_at = $5, lease_token = $6
     WHERE id = ANY(ARRAY(
-        SELECT id FROM webhook_deliveries WHERE id IN (SELECT id FROM chosen) AND {_DUE}
+        SELECT id FROM webhook_deliveries WHERE id = ANY(ARRAY(SELECT id FROM chosen)) AND {_DUE}
         FOR UPDATE SKIP LOCKED
     ))
     RETURNING id, endpoint_id, event_id, attempt_count, status
@@ -61,6 +66,7 @@ SELECT c.id, c.endpoint_id, c.event_id, c.attempt_count, c.status, e.type, e.dat
 FROM claimed c
 JOIN webhook_events e ON e.id = c.event_id
 JOIN webhook_endpoints w ON w.id = c.endpoint_id
+CROSS JOIN durability
 """  # noqa: S608 - constants only; every value is a bound parameter
 
 
@@ -113,11 +119,8 @@ async def claim(
     """
     if db.is_sqlite:
         return await _claim_sqlite(db, limit, now, lease_until, token, saturated)
-    async with db.unit_of_work() as uow:
-        conn = await asyncpg_connection(uow.conn)
-        # A claim lost in a crash only leaves the row due again, so it need not wait for the
-        # WAL flush; this takes an fsync off the commit -> send path.
-        await conn.execute("SET LOCAL synchronous_commit = off")
+    async with db.engine.connect() as connection:
+        conn = await asyncpg_connection(connection, begin=False)
         rows = await conn.fetch(
             _PG_CLAIM, now, list(saturated), limit * SCAN_FACTOR, limit, lease_until, token
         )

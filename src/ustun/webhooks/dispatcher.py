@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections import Counter
@@ -48,12 +47,15 @@ DISABLE_AFTER = timedelta(days=5)
 WRITE_BATCH = 512
 WRITE_DELAY = 0.02
 
-# A batch of outcomes on PostgreSQL: the fenced delivery updates (one row each, pipelined by
-# asyncpg's `executemany`, so each is a primary-key lookup) and the attempt rows in one INSERT.
+# A batch of outcomes on PostgreSQL, in two statements: the fenced delivery updates, joined by
+# primary key to the arrays of their new values, and the attempt rows in one INSERT.
 _PG_SETTLE = """
-UPDATE webhook_deliveries
-SET status = $2, attempt_count = $3, next_attempt_at = $4, lease_token = NULL, updated_at = $5
-WHERE id = $1 AND lease_token = $6
+UPDATE webhook_deliveries d
+SET status = u.status, attempt_count = u.attempt_count, next_attempt_at = u.next_attempt_at,
+    lease_token = NULL, updated_at = $5
+FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[])
+    AS u(id, status, attempt_count, next_attempt_at)
+WHERE d.id = u.id AND d.lease_token = $6
 """
 _PG_ATTEMPTS = """
 INSERT INTO webhook_attempts
@@ -373,7 +375,11 @@ class Dispatcher:
 
     async def _settle_asyncpg(self, conn: Any, batch: _Batch, now: datetime) -> None:
         """The fenced delivery updates and the attempt rows on PostgreSQL, straight on asyncpg."""
-        await conn.executemany(_PG_SETTLE, [(*row, now, self.token) for row in batch.updates])
+        # One row per delivery (the last outcome wins, as it would updating them one by one).
+        latest = {row[0]: row for row in batch.updates}
+        await conn.execute(
+            _PG_SETTLE, *map(list, zip(*latest.values(), strict=True)), now, self.token
+        )
         if batch.attempts:
             await conn.execute(_PG_ATTEMPTS, *map(list, zip(*batch.attempts, strict=True)))
 
@@ -433,12 +439,11 @@ class Dispatcher:
 
 def _body(item: Claim, payload: str) -> bytes:
     """The serialised event of a claimed delivery, in the endpoint's payload form."""
-    data = json.loads(item.event_data)
-    return message.body(
+    return message.stored_body(
         item.event_id,
         item.event_type,
         item.event_created_at,
-        data,
+        item.event_data,
         payload=payload,
         object_url=item.object_url,
     )

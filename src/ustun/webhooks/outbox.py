@@ -15,6 +15,7 @@ from sqlalchemy import insert, select, text
 
 from ustun import clock, ids
 from ustun.store import UnitOfWork
+from ustun.webhooks import message
 from ustun.webhooks.patterns import matches
 from ustun.webhooks.states import Status
 from ustun.webhooks.tables import deliveries, endpoints, events
@@ -49,7 +50,7 @@ async def emit(
             id=event_id,
             account_id=account_id,
             type=event_type,
-            data=json.dumps(data, separators=(",", ":")),
+            data=message.stored_data(data),
             object_url=object_url,
             created_at=now,
         )

@@ -7,6 +7,7 @@ to (no second lookup); IP literals, which aiohttp never resolves, are vetted bef
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import time
 from dataclasses import dataclass
@@ -49,6 +50,9 @@ class GuardedResolver(AbstractResolver):
 
 
 TIMED_OUT = "timed out"
+
+# `url_refusal` is a pure function of the URL, and a worker sends to few URLs many times.
+_url_refusal = functools.lru_cache(maxsize=4096)(url_refusal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +121,7 @@ async def post(
     def elapsed() -> float:
         return (time.perf_counter() - started) * 1000
 
-    refusal = url_refusal(url, allow_private=allow_private)
+    refusal = _url_refusal(url, allow_private=allow_private)
     if refusal is not None:
         return Outcome(None, elapsed(), error=f"refused: {refusal}")
     kwargs: dict[str, Any] = {"data": body, "headers": headers, "allow_redirects": False}

@@ -1,0 +1,36 @@
+from datetime import UTC, datetime
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ustun.webhooks import message
+
+MOMENT = datetime(2026, 6, 1, 12, 30, 5, 123456, tzinfo=UTC)
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)))
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | TEXT,
+    lambda inner: st.lists(inner) | st.dictionaries(TEXT, inner),
+    max_leaves=20,
+)
+
+
+@given(st.dictionaries(TEXT, JSON), st.sampled_from([message.FULL, message.THIN]))
+def test_a_body_from_the_stored_text_has_the_same_bytes(data: dict[str, Any], payload: str) -> None:
+    stored = message.stored_data(data)
+    url = "https://api.example/v1/payments/pay_1"
+    expected = message.body(
+        "evt_1", "payment.created", MOMENT, data, payload=payload, object_url=url
+    )
+    spliced = message.stored_body(
+        "evt_1", "payment.created", MOMENT, stored, payload=payload, object_url=url
+    )
+    assert spliced == expected
+
+
+def test_a_body_is_compact_json_with_data_last() -> None:
+    spliced = message.stored_body("evt_1", "payment.created", MOMENT, '{"id":"pay_1"}')
+    assert spliced == (
+        b'{"id":"evt_1","type":"payment.created","created_at":"2026-06-01T12:30:05.123Z",'
+        b'"api_version":"2026-12-01","data":{"id":"pay_1"}}'
+    )
