@@ -6,6 +6,7 @@ import asyncio
 import json
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 
 from ustun import clock
@@ -86,3 +87,21 @@ async def test_saturated_endpoints_are_skipped(
     await _queue(db, account_id, 1)
     got = await _claim(db, account_id, "lease_a", (busy,))
     assert [item.endpoint_id for item in got] == [free]
+
+
+async def test_the_claims_asynchronous_commit_stays_with_the_claim(
+    postgresql_url: str, account_id: str, make_endpoint: MakeEndpoint, db: Database
+) -> None:
+    """PostgreSQL: the claim turns synchronous_commit off for its own commit only; the pooled
+    connection it ran on commits durably again for whoever borrows it next."""
+    if db.is_sqlite:
+        pytest.skip("synchronous_commit is PostgreSQL's")
+    one = Database(postgresql_url, pool_size=1)
+    try:
+        await make_endpoint(URL)
+        await _queue(db, account_id, 2)
+        assert await _claim(one, account_id, "lease_durable")
+        async with one.autocommit() as conn:
+            assert await conn.fetchval("SHOW synchronous_commit") == "on"
+    finally:
+        await one.dispose()

@@ -21,7 +21,6 @@ from datetime import datetime
 from sqlalchemy import Boolean, ColumnElement, func, literal_column, select, update
 
 from ustun.store import Database
-from ustun.store.uow import asyncpg_connection
 from ustun.webhooks.tables import DUE_PREDICATE, deliveries, endpoints, events
 
 # How many due rows one claim looks at per row it may take (room for per-endpoint caps).
@@ -119,8 +118,7 @@ async def claim(
     """
     if db.is_sqlite:
         return await _claim_sqlite(db, limit, now, lease_until, token, saturated)
-    async with db.engine.connect() as connection:
-        conn = await asyncpg_connection(connection, begin=False)
+    async with db.autocommit() as conn:
         rows = await conn.fetch(
             _PG_CLAIM, now, list(saturated), limit * SCAN_FACTOR, limit, lease_until, token
         )
