@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ import aiohttp
 import asyncpg
 from sqlalchemy import func, select
 
+from jobs import backend_cpu
 from ustun.service.accounts import create_key, hash_key
 from ustun.store import Database
 from ustun.store.migrate import upgrade
@@ -137,6 +139,22 @@ async def pending(db: Database) -> int:
     return int(n or 0)
 
 
+@dataclass(frozen=True)
+class Costs:
+    """CPU µs per delivery (or per bare POST) of each process on the path."""
+
+    sender: float
+    receiver: float
+    postgresql: float
+
+    def __str__(self) -> str:
+        total = self.sender + self.receiver + self.postgresql
+        return (
+            f"CPU µs each: sender {self.sender:.0f} + receiver {self.receiver:.0f}"
+            f" + PostgreSQL {self.postgresql:.0f} = {total:.0f}"
+        )
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -151,16 +169,42 @@ async def drained(db: Database) -> None:
         await asyncio.sleep(0.05)
 
 
-async def drain(db: Database, account_id: str, n: int, worker_pid: int) -> tuple[float, float]:
-    """Queue N deliveries in one commit with the worker idle; deliveries/s and worker CPU share."""
+async def ceiling(url: str, n: int, body: bytes, receiver_pid: int) -> tuple[float, Costs]:
+    """The bare loop's POSTs/s, and its CPU µs per POST: this process and the receiver."""
+    cpu, receiver_cpu = time.process_time(), cpu_seconds(receiver_pid)
+    rate = await bare_loop(url, n, body)
+    costs = Costs(
+        sender=(time.process_time() - cpu) / n * 1e6,
+        receiver=(cpu_seconds(receiver_pid) - receiver_cpu) / n * 1e6,
+        postgresql=0.0,
+    )
+    return rate, costs
+
+
+async def drain(
+    db: Database, account_id: str, n: int, worker_pid: int, receiver_pid: int
+) -> tuple[float, float, Costs]:
+    """Queue N deliveries in one commit with the worker idle; deliveries/s, the worker's CPU
+    share, and CPU µs per delivery of the worker, the receiver and the database's backends."""
     async with db.unit_of_work() as uow:
         for i in range(n):
             await emit(uow, account_id, "payment.created", {"id": f"pay_{i}", "amount": i})
         committed = time.perf_counter()
-    cpu_before = cpu_seconds(worker_pid)
+    database = None if db.is_sqlite else db.engine.url.database
+    cpu_before, receiver_cpu = cpu_seconds(worker_pid), cpu_seconds(receiver_pid)
+    backends = await backend_cpu(database)
     await drained(db)
     elapsed = time.perf_counter() - committed
-    return n / elapsed, (cpu_seconds(worker_pid) - cpu_before) / elapsed
+    worker_cpu = cpu_seconds(worker_pid) - cpu_before
+    server_cpu = sum(
+        seconds - backends.get(pid, 0.0) for pid, seconds in (await backend_cpu(database)).items()
+    )
+    costs = Costs(
+        sender=worker_cpu / n * 1e6,
+        receiver=(cpu_seconds(receiver_pid) - receiver_cpu) / n * 1e6,
+        postgresql=server_cpu / n * 1e6,
+    )
+    return n / elapsed, worker_cpu / elapsed, costs
 
 
 async def latency(
@@ -236,9 +280,9 @@ async def run_backend(
         rounds = []
         for _ in range(rounds_wanted):
             # Alternate on the same receiver, so both see the same machine load.
-            ceiling = await bare_loop(f"{base}/hook", n, body)
-            drained, worker_cpu = await drain(db, account_id, n, worker.pid)
-            rounds.append((ceiling, drained, worker_cpu))
+            bare, bare_costs = await ceiling(f"{base}/hook", n, body, receiver.pid)
+            drained, worker_cpu, costs = await drain(db, account_id, n, worker.pid, receiver.pid)
+            rounds.append((bare, drained, worker_cpu, bare_costs, costs))
         p50, p99, count = await latency(db, account_id, base, rate, seconds)
         return {
             "backend": backend,
@@ -276,13 +320,15 @@ def main() -> None:
         r = run_loop(
             run_backend(backend, args.n, args.rate, args.seconds, args.rounds, args.profile)
         )
-        for bare, dispatched, cpu in r["rounds"]:
+        for bare, dispatched, cpu, bare_costs, costs in r["rounds"]:
             print(
                 f"{backend:<10} bare aiohttp {bare:6.0f}/s  dispatcher {dispatched:6.0f}/s"
                 f"  ratio {dispatched / bare:.2f}  (worker CPU {cpu:.0%} of a core,"
                 f" {cpu / dispatched * 1e6:.0f} µs per delivery)"
             )
-        ratios = [d / b for b, d, _ in r["rounds"]]
+            print(f"{'':<10} bare loop  {bare_costs}")
+            print(f"{'':<10} dispatcher {costs}")
+        ratios = [d / b for b, d, *_ in r["rounds"]]
         print(
             f"{backend:<10} median ratio {statistics.median(ratios):.2f}"
             f"  latency p50 {r['p50']:.1f} ms  p99 {r['p99']:.1f} ms ({r['samples']} events)"
