@@ -9,8 +9,7 @@ fencing token of DESIGN.md's idempotency records, applied to jobs.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,22 +43,6 @@ from ustun.jobs.tables import job_results, jobs
 from ustun.store import Database, UnitOfWork
 from ustun.store.types import UTCDateTime
 from ustun.store.uow import asyncpg_connection
-
-
-@asynccontextmanager
-async def _one_statement(db: Database) -> AsyncIterator[AsyncConnection]:
-    """Where to run a write that is ONE self-contained statement through SQLAlchemy.
-
-    On PostgreSQL, outside any unit of work, an autocommit connection: the statement is its own
-    transaction, one round trip instead of three (BEGIN, statement, COMMIT). Elsewhere (SQLite:
-    `BEGIN IMMEDIATE` and the process write lock), a unit of work.
-    """
-    if db.is_sqlite or db.in_unit_of_work():
-        async with db.unit_of_work() as uow:
-            yield uow.conn
-        return
-    async with db.engine.connect() as conn:
-        yield await conn.execution_options(isolation_level="AUTOCOMMIT")
 
 
 def _held(job: Job) -> list[ColumnElement[bool]]:
@@ -107,21 +90,23 @@ class _Prebuilt:
         return [values[name] for name in self._order]
 
 
-def _claim_statement(postgres: bool) -> Update:
-    """The claim, built once: a bounded pick of due pending jobs, moved to processing.
+def _one_of(column: ColumnElement[str], name: str, postgres: bool) -> ColumnElement[bool]:
+    """`column` in the list parameter `name`: on PostgreSQL one array parameter, so the SQL text
+    never changes (an expanding IN renders new SQL for every call) and the prepared statement is
+    reused."""
+    if postgres:
+        return column == any_(bindparam(name, type_=ARRAY(String())))
+    return column.in_(bindparam(name, expanding=True))
 
-    On PostgreSQL the kinds are one array parameter, so the SQL text never changes (an
-    expanding IN renders new SQL for every call) and the prepared statement is reused.
-    """
+
+def _claim_statement(postgres: bool) -> Update:
+    """The claim, built once: a bounded pick of due pending jobs, moved to processing."""
     now = bindparam("now", type_=UTCDateTime())
-    kinds = (
-        jobs.c.kind == any_(bindparam("kinds", type_=ARRAY(String())))
-        if postgres
-        else jobs.c.kind.in_(bindparam("kinds", expanding=True))
-    )
     pick = (
         select(jobs.c.id)
-        .where(status_is(states.PENDING), jobs.c.run_at <= now, kinds)
+        .where(
+            status_is(states.PENDING), jobs.c.run_at <= now, _one_of(jobs.c.kind, "kinds", postgres)
+        )
         .order_by(jobs.c.run_at, jobs.c.id)
         .limit(bindparam("limit", type_=Integer()))
     )
@@ -168,40 +153,71 @@ async def claim(
     return sorted((Job(**row) for row in rows), key=lambda j: (j.run_at, j.id))
 
 
+def _renew_statement(postgres: bool) -> Update:
+    """The heartbeat, built once: extend the leases a worker still holds."""
+    return (
+        update(jobs)
+        .where(
+            _one_of(jobs.c.id, "job_ids", postgres),
+            status_is(states.PROCESSING),
+            jobs.c.locked_by == bindparam("worker_id", type_=String()),
+        )
+        .values(lease_until=bindparam("leased_until", type_=UTCDateTime()))
+        .returning(jobs.c.id, jobs.c.cancel_requested)
+    )
+
+
+_RENEW = _Prebuilt(_renew_statement)
+
+
 async def renew(
     db: Database, *, worker_id: str, job_ids: Sequence[str], lease: float
 ) -> dict[str, bool]:
     """Extend the leases `worker_id` still holds; return {job id: cancel requested} for them."""
-    async with _one_statement(db) as conn:
-        rows = (
-            await conn.execute(
-                update(jobs)
-                .where(
-                    jobs.c.id.in_(job_ids),
-                    status_is(states.PROCESSING),
-                    jobs.c.locked_by == worker_id,
-                )
-                .values(lease_until=clock.now() + timedelta(seconds=lease))
-                .returning(jobs.c.id, jobs.c.cancel_requested)
-            )
-        ).all()
-    return {row.id: row.cancel_requested for row in rows}
+    params = {
+        "job_ids": list(job_ids),
+        "worker_id": worker_id,
+        "leased_until": clock.now() + timedelta(seconds=lease),
+    }
+    rows = await _RENEW.rows_alone(db, params)
+    return {row["id"]: row["cancel_requested"] for row in rows}
+
+
+def _progress_statement(postgres: bool) -> Update:
+    """A progress report, built once, fenced like every write of the job's holder."""
+    return (
+        update(jobs)
+        .where(
+            jobs.c.id == bindparam("job_id", type_=String()),
+            status_is(states.PROCESSING),
+            jobs.c.locked_by == bindparam("holder", type_=String()),
+            jobs.c.attempts == bindparam("held_attempts", type_=Integer()),
+        )
+        .values(
+            progress=bindparam("percent", type_=Integer()),
+            version=jobs.c.version + 1,
+            updated_at=bindparam("now", type_=UTCDateTime()),
+        )
+        .returning(jobs.c.cancel_requested)
+    )
+
+
+_PROGRESS = _Prebuilt(_progress_statement)
 
 
 async def set_progress(db: Database, job: Job, percent: int) -> bool:
     """Record progress; return whether cancellation was requested. Raises `LeaseLost`."""
-    async with _one_statement(db) as conn:
-        row = (
-            await conn.execute(
-                update(jobs)
-                .where(*_held(job))
-                .values(progress=percent, version=jobs.c.version + 1, updated_at=clock.now())
-                .returning(jobs.c.cancel_requested)
-            )
-        ).first()
-    if row is None:
+    params = {
+        "job_id": job.id,
+        "holder": job.locked_by,
+        "held_attempts": job.attempts,
+        "percent": percent,
+        "now": clock.now(),
+    }
+    rows = await _PROGRESS.rows_alone(db, params)
+    if not rows:
         raise LeaseLost(f"job {job.id} is no longer leased to {job.locked_by}")
-    return bool(row.cancel_requested)
+    return bool(rows[0]["cancel_requested"])
 
 
 @dataclass(frozen=True, slots=True)
