@@ -75,8 +75,8 @@ class Database:
         if ambient is not None:
             yield ambient
             return
-        held = current_hold()
-        if held is not None and held.owner is self:
+        held = self._held_here()
+        if held is not None:
             yield await held.begin()
             return
         async with self._write() as uow:
@@ -84,8 +84,12 @@ class Database:
 
     def in_unit_of_work(self) -> bool:
         """Whether `unit_of_work()` would join a unit of work already open in this context."""
+        return current_unit_of_work() is not None or self._held_here() is not None
+
+    def _held_here(self) -> Held | None:
+        """The hold this context runs in, if it holds a unit of work of this database."""
         held = current_hold()
-        return current_unit_of_work() is not None or (held is not None and held.owner is self)
+        return held if held is not None and held.owner is self else None
 
     @asynccontextmanager
     async def autocommit(self) -> AsyncIterator[asyncpg.Connection]:
