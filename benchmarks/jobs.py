@@ -135,11 +135,11 @@ async def measure(
         await enqueue_one()
         await wait_done(done, 1, WARMUP_TIMEOUT)
         backends = await backend_cpu(database)
-        start, cpu, worker_cpu = time.perf_counter(), time.process_time(), cpu_seconds(worker)
+        start, cpu, worker_cpu = time.perf_counter(), time.process_time(), cpu_seconds(worker.pid)
         producing = asyncio.create_task(produce(total, enqueue_one))
         await wait_done(done, total + 1, 300)
         elapsed = time.perf_counter() - start
-        cpu, worker_cpu = time.process_time() - cpu, cpu_seconds(worker) - worker_cpu
+        cpu, worker_cpu = time.process_time() - cpu, cpu_seconds(worker.pid) - worker_cpu
         server_cpu = sum(
             seconds - backends.get(pid, 0.0)
             for pid, seconds in (await backend_cpu(database)).items()
@@ -158,9 +158,10 @@ async def measure(
     return rate
 
 
-def cpu_seconds(process: subprocess.Popen[bytes]) -> float:
-    """User + system CPU seconds a child process has used so far (Linux /proc)."""
-    return _stat_cpu(Path(f"/proc/{process.pid}/stat").read_text())
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def backend_cpu(database: str | None) -> dict[int, float]:
@@ -181,13 +182,8 @@ def processes_cpu(pids: list[int]) -> dict[int, float]:
     seconds = {}
     for pid in pids:
         with contextlib.suppress(OSError):  # the process exited meanwhile
-            seconds[pid] = _stat_cpu(Path(f"/proc/{pid}/stat").read_text())
+            seconds[pid] = cpu_seconds(pid)
     return seconds
-
-
-def _stat_cpu(stat: str) -> float:
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

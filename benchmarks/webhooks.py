@@ -31,7 +31,7 @@ import aiohttp
 import asyncpg
 from sqlalchemy import func, select
 
-from jobs import backend_cpu
+from jobs import backend_cpu, cpu_seconds
 from ustun.service.accounts import create_key, hash_key
 from ustun.store import Database
 from ustun.store.migrate import upgrade
@@ -153,12 +153,6 @@ class Costs:
             f"CPU µs each: sender {self.sender:.0f} + receiver {self.receiver:.0f}"
             f" + PostgreSQL {self.postgresql:.0f} = {total:.0f}"
         )
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def drained(db: Database) -> None:
