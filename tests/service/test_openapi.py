@@ -42,6 +42,13 @@ def test_the_validator_is_really_checking(document: dict[str, Any]) -> None:
         validate(document)
 
 
+def test_put_documents_both_its_successes(document: dict[str, Any]) -> None:
+    """200 replaces under If-Match; 201 creates under If-None-Match: * (schemathesis found the
+    201 undocumented)."""
+    responses = document["paths"]["/v1/documents/{document_id}"]["put"]["responses"]
+    assert {"200", "201"} <= responses.keys()
+
+
 def test_every_operation_lists_its_problems_with_one_shared_schema(
     document: dict[str, Any],
 ) -> None:

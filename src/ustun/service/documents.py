@@ -141,7 +141,11 @@ async def get_document(
     return representation(render(row), current)
 
 
-@router.put("/{document_id}", response_model=None)
+@router.put(
+    "/{document_id}",
+    response_model=None,
+    responses={201: {"description": "Created at this id (`If-None-Match: *`)."}},
+)
 async def put_document(
     document_id: DocumentId,
     document: DocumentIn,
