@@ -95,7 +95,8 @@ class Database:
     async def autocommit(self) -> AsyncIterator[asyncpg.Connection]:
         """A PostgreSQL connection for ONE statement that commits by itself (no transaction).
 
-        For hot paths outside any unit of work (see `in_unit_of_work`); not on SQLite.
+        For hot paths outside any unit of work (see `in_unit_of_work`), or a short transaction
+        of their own (`conn.transaction()`) when they need `SET LOCAL`; not on SQLite.
         """
         if self._autocommit is None:
             raise RuntimeError("autocommit() is for PostgreSQL; on SQLite use unit_of_work()")

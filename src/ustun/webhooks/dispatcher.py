@@ -30,7 +30,7 @@ from ustun.store import Database, UnitOfWork
 from ustun.store.uow import asyncpg_connection
 from ustun.webhooks import endpoints as endpoint_ops
 from ustun.webhooks import message, transport
-from ustun.webhooks.claims import Claim, claim
+from ustun.webhooks.claims import CUSTOM_PLANS, Claim, claim
 from ustun.webhooks.limits import Gate
 from ustun.webhooks.schedule import RETRY_AFTER_STATUSES, retry_delay
 from ustun.webhooks.secretbox import SecretBox
@@ -48,14 +48,17 @@ WRITE_BATCH = 512
 WRITE_DELAY = 0.02
 
 # A batch of outcomes on PostgreSQL, in two statements: the fenced delivery updates, joined by
-# primary key to the arrays of their new values, and the attempt rows in one INSERT.
+# primary key to the arrays of their new values, and the attempt rows in one INSERT. Both are
+# planned for each batch (see `claims.PLAN_AND_COMMIT`); the ids are matched through
+# `= ANY(ARRAY(...))`, which the planner takes to the primary key, where a join on `d.id = u.id`
+# alone, or `d.lease_token = $6`, led it to scan the whole table.
 _PG_SETTLE = """
 UPDATE webhook_deliveries d
 SET status = u.status, attempt_count = u.attempt_count, next_attempt_at = u.next_attempt_at,
     lease_token = NULL, updated_at = $5
 FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[])
     AS u(id, status, attempt_count, next_attempt_at)
-WHERE d.id = u.id AND d.lease_token = $6
+WHERE d.id = ANY(ARRAY(SELECT unnest($1::text[]))) AND d.id = u.id AND d.lease_token = $6
 """
 _PG_ATTEMPTS = """
 INSERT INTO webhook_attempts
@@ -377,6 +380,7 @@ class Dispatcher:
         """The fenced delivery updates and the attempt rows on PostgreSQL, straight on asyncpg."""
         # One row per delivery (the last outcome wins, as it would updating them one by one).
         latest = {row[0]: row for row in batch.updates}
+        await conn.execute(CUSTOM_PLANS)
         await conn.execute(
             _PG_SETTLE, *map(list, zip(*latest.values(), strict=True)), now, self.token
         )

@@ -17,11 +17,11 @@ from sqlalchemy import (
 
 from ustun.store.tables import metadata
 from ustun.store.types import UTCDateTime
-from ustun.webhooks.states import DUE
 
 # The claimable rows, as literal SQL: a partial index is only usable when the query repeats its
-# predicate verbatim (a bound-parameter `IN` cannot be proven to imply it, on either backend).
-DUE_PREDICATE = "status IN ({})".format(", ".join(f"'{status.value}'" for status in DUE))
+# predicate. A delivery has a next attempt exactly while its status is one of `states.DUE`: it
+# is set when a delivery is queued, retried or resent, and cleared when it succeeds or dies.
+DUE_PREDICATE = "next_attempt_at IS NOT NULL"
 
 endpoints = Table(
     "webhook_endpoints",
