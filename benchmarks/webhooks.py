@@ -29,7 +29,7 @@ from typing import Any
 
 import aiohttp
 import asyncpg
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from jobs import backend_cpu, cpu_seconds
 from ustun.service.accounts import create_key, hash_key
@@ -131,12 +131,15 @@ async def setup(db: Database, url: str) -> str:
     return account_id
 
 
-async def pending(db: Database) -> int:
+async def unsettled(db: Database) -> bool:
+    """Whether any delivery is still to be sent: one row looked up on the due index. (This
+    polls every 50 ms on the same cores; counting by status read the whole table each time,
+    about 35 µs of PostgreSQL's CPU per delivery drained.)"""
     async with db.read() as conn:
-        n = await conn.scalar(
-            select(func.count()).select_from(deliveries).where(deliveries.c.status != "succeeded")
+        found = await conn.scalar(
+            select(deliveries.c.id).where(deliveries.c.next_attempt_at.is_not(None)).limit(1)
         )
-    return int(n or 0)
+    return found is not None
 
 
 @dataclass(frozen=True)
@@ -158,7 +161,7 @@ class Costs:
 async def drained(db: Database) -> None:
     """Return once no delivery is left unsent."""
     while True:
-        if not await pending(db):
+        if not await unsettled(db):
             return
         await asyncio.sleep(0.05)
 
