@@ -34,6 +34,15 @@ def postgresql_url() -> Iterator[str]:
     drop_pg_database(name)
 
 
+@pytest.fixture
+def own_postgresql_url() -> Iterator[str]:
+    """A migrated PostgreSQL database of this test's own: its tables start empty."""
+    name, url = make_pg_database()
+    migrate_database(url)
+    yield url
+    drop_pg_database(name)
+
+
 @pytest.fixture(scope="session")
 def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A migrated SQLite database file for this test session."""

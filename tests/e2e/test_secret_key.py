@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support import USTUN, drop_pg_database, make_pg_database, migrate_database, wait_for
+from support import USTUN, migrate_database, wait_for
 
 
 @pytest.fixture
@@ -18,20 +17,12 @@ def keyless_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "USTUN_SECRET_KEY"}
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    name, url = make_pg_database()
-    migrate_database(url)
-    yield url
-    drop_pg_database(name)
-
-
 def test_postgresql_refuses_to_start_without_a_key(
-    pg_url: str, keyless_env: dict[str, str]
+    own_postgresql_url: str, keyless_env: dict[str, str]
 ) -> None:
     done = subprocess.run(
         [USTUN, "worker"],
-        env={**keyless_env, "USTUN_DATABASE_URL": pg_url},
+        env={**keyless_env, "USTUN_DATABASE_URL": own_postgresql_url},
         capture_output=True,
         text=True,
         timeout=60,

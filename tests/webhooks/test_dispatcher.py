@@ -6,16 +6,14 @@ import asyncio
 import dataclasses
 import json
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import asyncpg
-import pytest
 from aiohttp import web
 from sqlalchemy import select
 
-from support import drop_pg_database, in_background, make_pg_database, migrate_database
+from support import in_background
 from ustun import clock
 from ustun.service.accounts import create_key, hash_key
 from ustun.store import Database
@@ -387,15 +385,6 @@ async def test_endpoint_failing_past_the_limit_is_disabled(
     assert [json.loads(row.data)["id"] for row in logged] == [endpoint_id]
 
 
-@pytest.fixture
-def empty_pg() -> Iterator[str]:
-    """A freshly migrated PostgreSQL database of this test's own: its tables start empty."""
-    name, url = make_pg_database()
-    migrate_database(url)
-    yield url
-    drop_pg_database(name)
-
-
 async def _account(db: Database) -> str:
     key = await create_key(db, f"test-{uuid.uuid4().hex[:12]}")
     async with db.read() as conn:
@@ -437,12 +426,12 @@ async def _table_counters(url: str, want_updates: int) -> Any:
 
 
 async def test_a_burst_after_an_idle_start_is_claimed_and_settled_by_index(
-    empty_pg: str, box: SecretBox, config: DispatchConfig, receiver: Receiver
+    own_postgresql_url: str, box: SecretBox, config: DispatchConfig, receiver: Receiver
 ) -> None:
     """PostgreSQL: a dispatcher that first claimed on an empty table (where PostgreSQL caches a
     plan costed for a tiny table) drains a burst without reading the whole table per claim."""
     n = 10_000
-    db = Database(empty_pg)
+    db = Database(own_postgresql_url)
     try:
         account_id = await _account(db)
         async with db.unit_of_work() as uow:
@@ -462,6 +451,7 @@ async def test_a_burst_after_an_idle_start_is_claimed_and_settled_by_index(
             await until(all_arrived, within=60, what=f"{n} deliveries")
     finally:
         await db.dispose()  # the backends exit and publish their table statistics
-    counters = await _table_counters(empty_pg, want_updates=2 * n)  # claim and settle each
-    # Reading the whole table once per claim would read it some 20 times over (about 60,000).
+    # Each delivery is updated twice: by its claim and by its settle.
+    counters = await _table_counters(own_postgresql_url, want_updates=2 * n)
+    # With plans kept from the empty table: 1,891 sequential scans, 18.8 million rows read.
     assert counters["seq_tup_read"] < n, dict(counters)
