@@ -32,10 +32,9 @@ import asyncpg
 from sqlalchemy import select
 
 from jobs import backend_cpu, cpu_seconds
-from ustun.service.accounts import create_key, hash_key
+from ustun.service.accounts import account_for_key, create_key
 from ustun.store import Database
 from ustun.store.migrate import upgrade
-from ustun.store.tables import api_keys
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
@@ -112,13 +111,9 @@ async def bare_loop(url: str, n: int, body: bytes) -> float:
 
 async def setup(db: Database, url: str) -> str:
     await upgrade(db)
-    key = await create_key(db, f"bench-{uuid.uuid4().hex[:8]}")
-    async with db.read() as conn:
-        account_id = str(
-            await conn.scalar(
-                select(api_keys.c.account_id).where(api_keys.c.key_hash == hash_key(key))
-            )
-        )
+    account = await account_for_key(db, await create_key(db, f"bench-{uuid.uuid4().hex[:8]}"))
+    assert account is not None
+    account_id = account.id
     async with db.unit_of_work() as uow:
         await ops.create(
             uow,

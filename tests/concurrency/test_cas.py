@@ -19,20 +19,15 @@ from ustun.concurrency import (
 )
 from ustun.http.errors import NotFoundError, PreconditionFailedError
 from ustun.http.preconditions import Preconditions
-from ustun.service.accounts import create_key, hash_key
+from ustun.service.accounts import account_for_key, create_key
 from ustun.service.tables import documents
 from ustun.store import Database
-from ustun.store.tables import api_keys
 
 
 async def _account(db: Database) -> str:
-    key = await create_key(db, f"cas-{uuid.uuid4().hex[:12]}")
-    async with db.read() as conn:
-        return str(
-            await conn.scalar(
-                select(api_keys.c.account_id).where(api_keys.c.key_hash == hash_key(key))
-            )
-        )
+    account = await account_for_key(db, await create_key(db, f"cas-{uuid.uuid4().hex[:12]}"))
+    assert account is not None
+    return account.id
 
 
 def _pre(**headers: str) -> Preconditions:

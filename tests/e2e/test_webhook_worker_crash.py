@@ -8,10 +8,9 @@ from pathlib import Path
 from sqlalchemy import select
 
 from support import UstunProcess
-from ustun.service.accounts import create_key, hash_key
+from ustun.service.accounts import account_for_key, create_key
 from ustun.store import Database
 from ustun.store.migrate import upgrade
-from ustun.store.tables import api_keys
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
@@ -42,11 +41,9 @@ async def test_killed_worker_loses_nothing(empty_database_url: str, tmp_path: Pa
     # The first worker's sends hang (1 s each), so it is killed with a batch in flight.
     receiver.script["/hook"] = [sleep(1.0)] * 8
     try:
-        key = await create_key(db, "crash")
-        async with db.read() as conn:
-            account_id = await conn.scalar(
-                select(api_keys.c.account_id).where(api_keys.c.key_hash == hash_key(key))
-            )
+        account = await account_for_key(db, await create_key(db, "crash"))
+        assert account is not None
+        account_id = account.id
         async with db.unit_of_work() as uow:
             await ops.create(uow, SecretBox(TEST_KEY), account_id, url=receiver.url(), events=["*"])
             sent = [await emit(uow, account_id, "payment.created", {"n": i}) for i in range(EVENTS)]

@@ -1,20 +1,17 @@
 import httpx
-from sqlalchemy import insert, select
+from sqlalchemy import insert
 
 from ustun import clock, ids
-from ustun.service.accounts import hash_key
+from ustun.service.accounts import account_for_key
 from ustun.service.tables import payments
 from ustun.store import Database
-from ustun.store.tables import accounts, api_keys
+from ustun.store.tables import accounts
 
 
 async def _account_of(db: Database, key: str) -> str:
-    async with db.read() as conn:
-        account_id = await conn.scalar(
-            select(api_keys.c.account_id).where(api_keys.c.key_hash == hash_key(key))
-        )
-    assert account_id
-    return str(account_id)
+    account = await account_for_key(db, key)
+    assert account is not None
+    return account.id
 
 
 async def _add_payments(db: Database, account_id: str, n: int) -> list[str]:

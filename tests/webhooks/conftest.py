@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from sqlalchemy import select
 
 from support import in_background
-from ustun.service.accounts import hash_key
+from ustun.service.accounts import account_for_key
 from ustun.store import Database
-from ustun.store.tables import api_keys
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.secretbox import SecretBox
@@ -19,12 +17,9 @@ from webhook_support import SCHEDULE, MakeEndpoint, Receiver
 
 @pytest.fixture
 async def account_id(db: Database, api_key: str) -> str:
-    async with db.read() as conn:
-        found = await conn.scalar(
-            select(api_keys.c.account_id).where(api_keys.c.key_hash == hash_key(api_key))
-        )
-    assert found
-    return str(found)
+    account = await account_for_key(db, api_key)
+    assert account is not None
+    return account.id
 
 
 @pytest.fixture

@@ -89,11 +89,12 @@ async def test_saturated_endpoints_are_skipped(
     assert [item.endpoint_id for item in got] == [free]
 
 
-async def test_the_claims_asynchronous_commit_stays_with_the_claim(
+async def test_the_claims_settings_stay_with_the_claim(
     postgresql_url: str, account_id: str, make_endpoint: MakeEndpoint, db: Database
 ) -> None:
-    """PostgreSQL: the claim turns synchronous_commit off for its own commit only; the pooled
-    connection it ran on commits durably again for whoever borrows it next."""
+    """PostgreSQL: the claim turns synchronous_commit off and plans afresh for its own
+    transaction only; the pooled connection it ran on commits durably and caches plans again
+    for whoever borrows it next."""
     if db.is_sqlite:
         pytest.skip("synchronous_commit is PostgreSQL's")
     one = Database(postgresql_url, pool_size=1)
@@ -103,5 +104,6 @@ async def test_the_claims_asynchronous_commit_stays_with_the_claim(
         assert await _claim(one, account_id, "lease_durable")
         async with one.autocommit() as conn:
             assert await conn.fetchval("SHOW synchronous_commit") == "on"
+            assert await conn.fetchval("SHOW plan_cache_mode") == "auto"
     finally:
         await one.dispose()

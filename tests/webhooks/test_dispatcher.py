@@ -15,9 +15,8 @@ from sqlalchemy import select
 
 from support import in_background
 from ustun import clock
-from ustun.service.accounts import create_key, hash_key
+from ustun.service.accounts import account_for_key, create_key
 from ustun.store import Database
-from ustun.store.tables import api_keys
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks import verify
 from ustun.webhooks.claims import claim
@@ -386,12 +385,9 @@ async def test_endpoint_failing_past_the_limit_is_disabled(
 
 
 async def _account(db: Database) -> str:
-    key = await create_key(db, f"test-{uuid.uuid4().hex[:12]}")
-    async with db.read() as conn:
-        found = await conn.scalar(
-            select(api_keys.c.account_id).where(api_keys.c.key_hash == hash_key(key))
-        )
-    return str(found)
+    account = await account_for_key(db, await create_key(db, f"test-{uuid.uuid4().hex[:12]}"))
+    assert account is not None
+    return account.id
 
 
 # $3 events of account $1, each with a delivery to endpoint $2 due now: what `emit` writes.

@@ -49,7 +49,7 @@ WRITE_DELAY = 0.02
 
 # A batch of outcomes on PostgreSQL, in two statements: the fenced delivery updates, joined by
 # primary key to the arrays of their new values, and the attempt rows in one INSERT. Both are
-# planned for each batch (see `claims.PLAN_AND_COMMIT`); the ids are matched through
+# planned for each batch (see `claims.CUSTOM_PLANS`); the ids are matched through
 # `= ANY(ARRAY(...))`, which the planner takes to the primary key, where a join on `d.id = u.id`
 # alone, or `d.lease_token = $6`, led it to scan the whole table.
 _PG_SETTLE = """
