@@ -53,11 +53,14 @@ def test_ours_verifies_with_theirs_including_rotation() -> None:
         Webhook(str(Secret.generate())).verify(BODY, sent)
 
 
-def test_sign_matches_theirs_byte_for_byte() -> None:
+def test_sign_matches_theirs_byte_for_byte_message_after_message() -> None:
+    """One secret signs many messages (it is keyed once): each matches the reference."""
     secret = Secret(b"k" * 24)
-    ts = 1_700_000_000
-    theirs = Webhook(str(secret)).sign("m", datetime.fromtimestamp(ts, UTC), BODY.decode())
-    assert sign(secret, "m", ts, BODY) == theirs
+    reference = Webhook(str(secret))
+    for n in (0, 1, 2, 1, 0):
+        ts, body = 1_700_000_000 + n, BODY * (n + 1)
+        theirs = reference.sign(f"m{n}", datetime.fromtimestamp(ts, UTC), body.decode())
+        assert sign(secret, f"m{n}", ts, body) == theirs
 
 
 @pytest.mark.parametrize(
