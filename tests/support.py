@@ -18,6 +18,7 @@ import asyncpg
 import httpx
 import pytest
 
+from ustun.service.accounts import account_for_key, create_key
 from ustun.store import Database
 from ustun.store.migrate import upgrade
 
@@ -84,6 +85,13 @@ def migrate_database(url: str) -> None:
 
 
 USTUN = str(Path(sys.executable).with_name("ustun"))
+
+
+async def new_account(db: Database, prefix: str = "test") -> str:
+    """The id of a new account of its own (made with its first API key)."""
+    account = await account_for_key(db, await create_key(db, f"{prefix}-{uuid.uuid4().hex[:12]}"))
+    assert account is not None
+    return account.id
 
 
 def free_port() -> int:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
 from sqlalchemy import select
 
+from support import new_account
 from ustun import clock
 from ustun.concurrency import (
     GuardRejected,
@@ -19,15 +19,8 @@ from ustun.concurrency import (
 )
 from ustun.http.errors import NotFoundError, PreconditionFailedError
 from ustun.http.preconditions import Preconditions
-from ustun.service.accounts import account_for_key, create_key
 from ustun.service.tables import documents
 from ustun.store import Database
-
-
-async def _account(db: Database) -> str:
-    account = await account_for_key(db, await create_key(db, f"cas-{uuid.uuid4().hex[:12]}"))
-    assert account is not None
-    return account.id
 
 
 def _pre(**headers: str) -> Preconditions:
@@ -55,7 +48,7 @@ async def _document(db: Database, account_id: str, doc_id: str = "d") -> Version
 
 
 async def test_only_the_matching_version_is_written(db: Database) -> None:
-    account = await _account(db)
+    account = await new_account(db, "cas")
     v1 = await _document(db, account)
     key = [documents.c.account_id == account, documents.c.id == "d"]
     async with db.unit_of_work() as uow:
@@ -86,7 +79,7 @@ async def test_only_the_matching_version_is_written(db: Database) -> None:
 
 
 async def test_a_guard_failure_is_told_apart_from_a_stale_version(db: Database) -> None:
-    account = await _account(db)
+    account = await new_account(db, "cas")
     v1 = await _document(db, account)
     key = [documents.c.account_id == account, documents.c.id == "d"]
     with pytest.raises(GuardRejected) as refused:
@@ -103,7 +96,7 @@ async def test_a_guard_failure_is_told_apart_from_a_stale_version(db: Database) 
 
 
 async def test_insert_if_absent_and_delete(db: Database) -> None:
-    account = await _account(db)
+    account = await new_account(db, "cas")
     v1 = await _document(db, account)
     with pytest.raises(PreconditionFailedError):
         await _document(db, account)
@@ -122,7 +115,7 @@ async def test_insert_if_absent_and_delete(db: Database) -> None:
 
 
 async def test_concurrent_writers_with_one_tag_exactly_one_wins(db: Database) -> None:
-    account = await _account(db)
+    account = await new_account(db, "cas")
     v1 = await _document(db, account)
     key = [documents.c.account_id == account, documents.c.id == "d"]
 

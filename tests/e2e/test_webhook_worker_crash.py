@@ -7,8 +7,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from support import UstunProcess
-from ustun.service.accounts import account_for_key, create_key
+from support import UstunProcess, new_account
 from ustun.store import Database
 from ustun.store.migrate import upgrade
 from ustun.webhooks import endpoints as ops
@@ -41,9 +40,7 @@ async def test_killed_worker_loses_nothing(empty_database_url: str, tmp_path: Pa
     # The first worker's sends hang (1 s each), so it is killed with a batch in flight.
     receiver.script["/hook"] = [sleep(1.0)] * 8
     try:
-        account = await account_for_key(db, await create_key(db, "crash"))
-        assert account is not None
-        account_id = account.id
+        account_id = await new_account(db, "crash")
         async with db.unit_of_work() as uow:
             await ops.create(uow, SecretBox(TEST_KEY), account_id, url=receiver.url(), events=["*"])
             sent = [await emit(uow, account_id, "payment.created", {"n": i}) for i in range(EVENTS)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -13,9 +12,8 @@ import asyncpg
 from aiohttp import web
 from sqlalchemy import select
 
-from support import in_background
+from support import in_background, new_account
 from ustun import clock
-from ustun.service.accounts import account_for_key, create_key
 from ustun.store import Database
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks import verify
@@ -384,12 +382,6 @@ async def test_endpoint_failing_past_the_limit_is_disabled(
     assert [json.loads(row.data)["id"] for row in logged] == [endpoint_id]
 
 
-async def _account(db: Database) -> str:
-    account = await account_for_key(db, await create_key(db, f"test-{uuid.uuid4().hex[:12]}"))
-    assert account is not None
-    return account.id
-
-
 # $3 events of account $1, each with a delivery to endpoint $2 due now: what `emit` writes.
 _BURST = """
 WITH events AS (
@@ -429,7 +421,7 @@ async def test_a_burst_after_an_idle_start_is_claimed_and_settled_by_index(
     n = 10_000
     db = Database(own_postgresql_url)
     try:
-        account_id = await _account(db)
+        account_id = await new_account(db)
         async with db.unit_of_work() as uow:
             endpoint_id, _ = await ops.create(
                 uow, box, account_id, url=receiver.url(), events=["*"]
