@@ -18,6 +18,15 @@ from ustun.store import Database
 
 
 @pytest.fixture
+async def pg(own_postgresql_url: str) -> AsyncIterator[Database]:
+    """A database of this test's own. Waiters are per database: in the shared one, a worker of
+    another test (or the row of one whose backend was still exiting) makes enqueues NOTIFY."""
+    database = Database(own_postgresql_url)
+    yield database
+    await database.dispose()
+
+
+@pytest.fixture
 async def listener(pg: Database) -> AsyncIterator[wakeup.Listener]:
     """A connected listener (not yet waiting)."""
     wake, stopping = asyncio.Event(), asyncio.Event()
