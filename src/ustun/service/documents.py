@@ -141,11 +141,7 @@ async def get_document(
     return representation(render(row), current)
 
 
-@router.put(
-    "/{document_id}",
-    response_model=None,
-    responses={201: {"description": "Created at this id (`If-None-Match: *`)."}},
-)
+@router.put("/{document_id}", response_model=None)
 async def put_document(
     document_id: DocumentId,
     document: DocumentIn,
@@ -176,16 +172,8 @@ async def put_document(
     return representation(render(row), validators(row))
 
 
-@router.patch(
-    "/{document_id}",
-    response_model=None,
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {MERGE_PATCH: {"schema": PATCH_SCHEMA}},
-        }
-    },
-)
+# Its body (read by hand) is documented by `ustun.service.openapi.ROUTE_NOTES`.
+@router.patch("/{document_id}", response_model=None)
 async def patch_document(
     document_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
 ) -> Response:
