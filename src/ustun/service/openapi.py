@@ -84,20 +84,17 @@ _REQUEST_HEADERS: Mapping[str, dict[str, Any]] = {
     },
     "if-match": {
         "description": "The ETag you last read (or `*`); the write happens only if it is current.",
-        "schema": {"type": "string", "pattern": _TAG_LIST, "maxLength": 1024},
+        "schema": {"type": "string", "pattern": _TAG_LIST},
     },
+    # On a read, a value that is no list of tags simply matches nothing (a 200).
     "if-none-match": {
         "description": "An ETag you hold; the answer is 304 Not Modified if it is still current.",
-        "schema": {"type": "string", "maxLength": 1024},
-    },
-    "last-event-id": {
-        "description": "The `id:` of the last event you received: the stream resumes after it.",
-        "schema": {"type": "string", "pattern": "^[0-9]{0,18}$"},
+        "schema": {"type": "string"},
     },
 }
 _CREATE_ONLY = {
     "description": "`*` to create only if nothing exists at this id (else 412).",
-    "schema": {"type": "string", "pattern": _TAG_LIST, "maxLength": 1024},
+    "schema": {"type": "string", "pattern": _TAG_LIST},
 }
 
 # Response headers, by the name the service sends.
@@ -255,28 +252,41 @@ _ENDPOINT_REPLY = Reply(schemas.WebhookEndpoint, headers={"ETag": True}, links=_
 _SECRET_REPLY = Reply(
     schemas.WebhookEndpointWithSecret, headers={"ETag": True}, links=_ENDPOINT_LINKS
 )
+
+
+def _file(media: str) -> dict[str, Any]:
+    if media == JSON:
+        return {"schema": {"type": "object"}}
+    if media.startswith("text/"):
+        return {"schema": {"type": "string"}}
+    return {"schema": {"type": "string", "format": "binary", "contentMediaType": media}}
+
+
+# A report's file. Generated clients read the first media type they know (openapi-python-client:
+# text/*), so text comes first and JSON last: no format is then parsed as JSON; the bytes of
+# any are in the raw response (`sync_detailed(...).content`).
 _RESULT_MEDIA = {
-    fmt.media_type: (
-        {"schema": {"type": "object"}}
-        if fmt.media_type == JSON
-        else {"schema": {"type": "string", "contentMediaType": fmt.media_type}}
+    media: _file(media)
+    for media in sorted(
+        {fmt.media_type.partition(";")[0] for fmt in FORMATS.values()},
+        key=lambda m: (not m.startswith("text/"), m == JSON),
     )
-    for fmt in FORMATS.values()
 }
+# OpenAPI 3.1 has the `schema` of an event stream describe one event (3.2 calls it
+# `itemSchema`); the string alternative is the whole stream, as a client reads the body.
 _SSE = {
     "text/event-stream": {
         "schema": {
-            "type": "string",
-            "description": "Events `status` with `data: {id, status, progress, at}` and "
-            "`id:` the job's version; the stream ends after the final state.",
+            "anyOf": [{"$ref": "#/components/schemas/JobStreamEvent"}, {"type": "string"}],
+            "description": "Events until the job's final state; the stream then ends.",
         }
     }
 }
 
 # What each route answers and honours, by (METHOD, path template).
 ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
-    ("GET", "/healthz"): Notes(replies={200: Reply(schemas.Status)}),
-    ("GET", "/readyz"): Notes(replies={200: Reply(schemas.Status)}),
+    ("GET", "/healthz"): Notes(replies={200: Reply(schemas.Health)}),
+    ("GET", "/readyz"): Notes(replies={200: Reply(schemas.Health)}),
     ("GET", "/v1/payments"): _listing(schemas.PaymentList),
     ("POST", "/v1/payments"): Notes(replies={201: _created(schemas.Payment, _PAYMENT_LINKS)}),
     ("GET", PAYMENT): Notes(
@@ -536,6 +546,16 @@ def _merge(a: Notes, b: Notes) -> Notes:
     )
 
 
+def _absent_is_not_null(param: dict[str, Any]) -> None:
+    """An optional query or header parameter is absent, never `null` (FastAPI says `T | null`,
+    which a generator sends as an empty value that the route refuses)."""
+    schema = param.get("schema", {})
+    variants = [v for v in schema.get("anyOf", ()) if v != {"type": "null"}]
+    if len(variants) == 1 and len(schema["anyOf"]) == 2:
+        rest = {k: v for k, v in schema.items() if k != "anyOf"}
+        param["schema"] = {**variants[0], **rest}
+
+
 def _reply_response(method: str, reply: Reply, response: dict[str, Any]) -> dict[str, Any]:
     """The response object of a `Reply` (FastAPI's own description kept when it has none)."""
     out: dict[str, Any] = {"description": reply.description or response["description"]}
@@ -557,6 +577,7 @@ def _complete_operation(path: str, method: str, operation: dict[str, Any], extra
         name = param["name"].lower()
         if param.get("in") == "header" and name in _REQUEST_HEADERS:
             param.update(_REQUEST_HEADERS[name])
+        _absent_is_not_null(param)
     present = {p["name"].lower() for p in params if p.get("in") == "header"}
     if notes.idempotency and "idempotency-key" not in present:
         params.append(_request_header("idempotency-key", required=notes.idempotency == "required"))
@@ -629,6 +650,7 @@ def _link_objects(doc: dict[str, Any], notes: Mapping[tuple[str, str], Notes]) -
 def _component_schemas(notes: Mapping[tuple[str, str], Notes]) -> dict[str, Any]:
     """The JSON Schemas of every reply model and hand-read body, by component name."""
     models = {r.model for n in notes.values() for r in n.replies.values() if r.model is not None}
+    models.add(schemas.JobStreamEvent)
     _, top = models_json_schema(
         [(m, "serialization") for m in sorted(models, key=lambda m: m.__name__)],
         ref_template="#/components/schemas/{model}",
@@ -689,7 +711,9 @@ def complete(
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas_.pop(unused, None)
     schemas_["Problem"] = _problem_schema()
-    schemas_.update(_component_schemas(notes))
+    for name, component in _component_schemas(notes).items():
+        if schemas_.setdefault(name, component) != component:
+            raise ValueError(f"two different schemas are both named {name!r}")
     components["securitySchemes"] = {
         SECURITY_SCHEME: {
             "type": "http",

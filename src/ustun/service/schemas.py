@@ -107,6 +107,19 @@ class Job(BaseModel):
     cancel_requested: bool
 
 
+class JobStreamEvent(BaseModel):
+    """One server-sent event of `GET /v1/jobs/{id}/events`: `id` is the job's version."""
+
+    model_config = _OPEN
+
+    id: str = Field(pattern="^[0-9]+$", description="Send it back as `Last-Event-ID`.")
+    event: Literal["status", "progress"]
+    data: str = Field(
+        description="JSON: `{id, status, progress, at}`.",
+        json_schema_extra={"contentMediaType": "application/json"},
+    )
+
+
 class WebhookEndpoint(BaseModel):
     """A URL subscribed to event types (never with its secret)."""
 
@@ -199,7 +212,7 @@ class Recovery(BaseModel):
     recovered: int
 
 
-class Status(BaseModel):
+class Health(BaseModel):
     """A probe's answer."""
 
     model_config = _OPEN
