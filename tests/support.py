@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -175,3 +176,11 @@ class Server(UstunProcess):
 
         wait_for(healthy, timeout=30, what="ustun serve to answer /healthz")
         return self
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running `ustun serve` and the API key it printed on first start."""
+
+    base_url: str
+    key: str

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support import BACKENDS, drop_pg_database, make_pg_database
+from support import BACKENDS, Served, Server, drop_pg_database, make_pg_database, wait_for
+
+FIRST_KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 
 
 @pytest.fixture(params=BACKENDS)
@@ -19,3 +22,23 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
     name, url = make_pg_database()
     yield url
     drop_pg_database(name)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    """One `ustun serve` per module and backend, on a fresh database, webhooks to anywhere."""
+    tmp = tmp_path_factory.mktemp("served")
+    if request.param == "sqlite":
+        name, url = None, f"sqlite:///{tmp / 'ustun.db'}"
+    else:
+        name, url = make_pg_database()
+    server = Server(url, tmp / "serve.log", USTUN_WEBHOOK_ALLOW_PRIVATE="1").start()
+    try:
+        key = wait_for(lambda: FIRST_KEY.search(server.output()), what="the first API key")
+        yield Served(server.base_url, key.group())
+    finally:
+        server.stop()
+        if name is not None:
+            drop_pg_database(name)

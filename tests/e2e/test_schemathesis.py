@@ -10,22 +10,18 @@ generated request already used, or a business rule no schema states, such as `fr
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from support import BACKENDS, Server, drop_pg_database, make_pg_database, wait_for
+from support import Served
 
 pytestmark = pytest.mark.e2e
 
 EXAMPLES = 12  # per operation and phase: the run stays near a minute per database
 STATEFUL_STEPS = 30
-KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 
 CONFIG = f"""
@@ -57,36 +53,7 @@ checks.positive_data_acceptance.expected-statuses = [
 """
 
 
-@dataclass
-class Target:
-    """A running server and a key to call it with."""
-
-    base_url: str
-    key: str
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def target(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Target]:
-    tmp = tmp_path_factory.mktemp("fuzz")
-    if request.param == "sqlite":
-        name, url = None, f"sqlite:///{tmp / 'ustun.db'}"
-    else:
-        name, url = make_pg_database()
-    server = Server(url, tmp / "serve.log", USTUN_WEBHOOK_ALLOW_PRIVATE="1").start()
-    try:
-        key = wait_for(lambda: KEY.search(server.output()), what="the first API key").group()
-        yield Target(server.base_url, key)
-    finally:
-        server.stop()
-        if name is not None:
-            drop_pg_database(name)
-
-
-def test_the_full_run_finds_nothing_but_documented_refusals(
-    target: Target, tmp_path: Path
-) -> None:
+def test_the_full_run_finds_nothing_but_documented_refusals(served: Served, tmp_path: Path) -> None:
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIG)
     run = subprocess.run(
@@ -95,9 +62,9 @@ def test_the_full_run_finds_nothing_but_documented_refusals(
             "--config-file",
             str(config),
             "run",
-            f"{target.base_url}/openapi.json",
+            f"{served.base_url}/openapi.json",
             "--header",
-            f"Authorization: Bearer {target.key}",
+            f"Authorization: Bearer {served.key}",
             "--phases",
             "examples,coverage,fuzzing,stateful",
             "--checks",
