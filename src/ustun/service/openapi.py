@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any, Literal
 
 from fastapi import FastAPI
@@ -238,8 +239,7 @@ def _listing(model: type[BaseModel]) -> Notes:
     return Notes(replies={200: Reply(model)})
 
 
-_CONDITIONAL_READ = Notes(if_none_match=True)
-_PAYMENT_READ = Notes(if_none_match=True, replies={200: _resource(schemas.Payment, {})})
+_PAYMENT_READ = Notes(if_none_match=True, replies={200: _resource(schemas.Payment, _PAYMENT_LINKS)})
 _DOCUMENT_READ = Notes(
     if_none_match=True, replies={200: _resource(schemas.Document, _DOCUMENT_LINKS)}
 )
@@ -289,10 +289,8 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
     ("GET", "/readyz"): Notes(replies={200: Reply(schemas.Health)}),
     ("GET", "/v1/payments"): _listing(schemas.PaymentList),
     ("POST", "/v1/payments"): Notes(replies={201: _created(schemas.Payment, _PAYMENT_LINKS)}),
-    ("GET", PAYMENT): Notes(
-        if_none_match=True, replies={200: _resource(schemas.Payment, _PAYMENT_LINKS)}
-    ),
-    ("HEAD", PAYMENT): _CONDITIONAL_READ,
+    ("GET", PAYMENT): _PAYMENT_READ,
+    ("HEAD", PAYMENT): _PAYMENT_READ,
     ("PATCH", PAYMENT): Notes(
         if_match="required",
         problems=("state-conflict", "unsupported-media-type"),
@@ -315,7 +313,6 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
         }
     ),
     ("GET", "/v1/ledger-accounts/{ledger_account_id}"): _LEDGER_READ,
-    ("HEAD", "/v1/ledger-accounts/{ledger_account_id}"): _CONDITIONAL_READ,
     # A `from` or `to` naming no ledger account of this account is a 404.
     ("POST", "/v1/transfers"): Notes(
         problems=("not-found", "insufficient-funds"),
@@ -334,7 +331,7 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
     ("GET", "/v1/transfers/{transfer_id}"): Notes(replies={200: Reply(schemas.Transfer)}),
     ("POST", "/v1/documents"): Notes(replies={201: _created(schemas.Document, _DOCUMENT_LINKS)}),
     ("GET", DOCUMENT): _DOCUMENT_READ,
-    ("HEAD", DOCUMENT): _CONDITIONAL_READ,
+    ("HEAD", DOCUMENT): _DOCUMENT_READ,
     # PUT takes If-Match to replace, or If-None-Match: * to create; one of them is required.
     ("PUT", DOCUMENT): Notes(
         if_match="optional",
@@ -369,7 +366,7 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
     ),
     ("GET", "/v1/jobs"): _listing(schemas.JobList),
     ("GET", JOB): _JOB_READ,
-    ("HEAD", JOB): _CONDITIONAL_READ,
+    ("HEAD", JOB): _JOB_READ,
     ("POST", f"{JOB}/cancel"): Notes(
         problems=("state-conflict",),
         replies={200: Reply(schemas.Job, headers=_JOB_HEADERS, links=_JOB_LINKS)},
@@ -528,10 +525,10 @@ def _declared(method: str, path: str, operation: dict[str, Any]) -> Notes:
             return None
         return "required" if names[name] else "optional"
 
-    policy = operation.pop(MARKER, None)
+    policy = operation.pop(MARKER, None) or need("idempotency-key")
     if policy is None and method in ("post", "patch") and path.startswith("/v1/"):
         policy = "optional"
-    idempotency = policy if policy in ("required", "optional") else need("idempotency-key")
+    idempotency: Need | None = policy if policy in ("required", "optional") else None
     return Notes(idempotency, need("if-match"), "if-none-match" in names)
 
 
@@ -556,9 +553,12 @@ def _absent_is_not_null(param: dict[str, Any]) -> None:
         param["schema"] = {**variants[0], **rest}
 
 
-def _reply_response(method: str, reply: Reply, response: dict[str, Any]) -> dict[str, Any]:
+def _reply_response(
+    method: str, status: int, reply: Reply, fastapi: dict[str, Any]
+) -> dict[str, Any]:
     """The response object of a `Reply` (FastAPI's own description kept when it has none)."""
-    out: dict[str, Any] = {"description": reply.description or response["description"]}
+    fallback = fastapi.get("description", HTTPStatus(status).phrase)
+    out: dict[str, Any] = {"description": reply.description or fallback}
     if method != "head":
         if reply.model is not None:
             ref = {"$ref": f"#/components/schemas/{reply.model.__name__}"}
@@ -601,7 +601,8 @@ def _complete_operation(path: str, method: str, operation: dict[str, Any], extra
 
     responses: dict[str, Any] = operation.setdefault("responses", {})
     for status, reply in notes.replies.items():
-        responses[str(status)] = _reply_response(method, reply, responses.get(str(status), {}))
+        current = responses.get(str(status), {})
+        responses[str(status)] = _reply_response(method, status, reply, current)
     for code, slugs in _problems_of(path, operation, notes).items():
         responses[str(code)] = _problem_response(code, slugs)
     ok = responses.get("200", {})
@@ -611,13 +612,13 @@ def _complete_operation(path: str, method: str, operation: dict[str, Any], extra
             "description": "Not Modified: your copy (If-None-Match) is current.",
             "headers": copy.deepcopy(ok.get("headers", _response_headers({"ETag": True}))),
         }
-    for status, response in responses.items():
-        if not status.startswith(("2", "3")):
+    for key, response in responses.items():
+        if not key.startswith(("2", "3")):
             continue
         headers = response.setdefault("headers", {})
         if path.startswith("/v1/"):
             headers["Cache-Control"] = {**_RESPONSE_HEADERS["Cache-Control"], "required": False}
-        if notes.idempotency and status.startswith("2"):
+        if notes.idempotency and key.startswith("2"):
             headers["Idempotent-Replayed"] = {
                 **_RESPONSE_HEADERS["Idempotent-Replayed"],
                 "required": False,
@@ -629,22 +630,23 @@ def _complete_operation(path: str, method: str, operation: dict[str, Any], extra
 
 
 def _link_objects(doc: dict[str, Any], notes: Mapping[tuple[str, str], Notes]) -> None:
-    """Turn each reply's `Link`s into OpenAPI link objects, by the target's operationId."""
+    """Turn each reply's `Link`s into OpenAPI link objects, by the target's operationId (a HEAD
+    answer has no body to take an id from)."""
     paths = doc.get("paths", {})
     for (method, path), note in notes.items():
+        operation = paths.get(path, {}).get(method.lower())
+        if operation is None or method == "HEAD":
+            continue
         for status, reply in note.replies.items():
-            if not reply.links or path not in paths:
-                continue
-            response = paths[path][method.lower()]["responses"][str(status)]
-            response["links"] = {
-                name: {
-                    "operationId": paths[link.path][link.method.lower()]["operationId"],
-                    "parameters": dict(link.parameters),
-                    "description": link.description,
+            if reply.links:
+                operation["responses"][str(status)]["links"] = {
+                    name: {
+                        "operationId": paths[link.path][link.method.lower()]["operationId"],
+                        "parameters": dict(link.parameters),
+                        "description": link.description,
+                    }
+                    for name, link in reply.links.items()
                 }
-                for name, link in reply.links.items()
-                if link.method.lower() in paths.get(link.path, {})
-            }
 
 
 def _component_schemas(notes: Mapping[tuple[str, str], Notes]) -> dict[str, Any]:
