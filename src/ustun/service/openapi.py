@@ -87,6 +87,11 @@ _REQUEST_HEADERS: Mapping[str, dict[str, Any]] = {
         "description": "The ETag you last read (or `*`); the write happens only if it is current.",
         "schema": {"type": "string", "pattern": _TAG_LIST},
     },
+    # `ustun.http.last_event_id`: a decimal below 2**63 (19 digits may exceed it); 400 otherwise.
+    "last-event-id": {
+        "description": "The `id:` of the last event you received: the stream resumes after it.",
+        "schema": {"type": "string", "pattern": "^[0-9]{0,18}$"},
+    },
     # On a read, a value that is no list of tags simply matches nothing (a 200).
     "if-none-match": {
         "description": "An ETag you hold; the answer is 304 Not Modified if it is still current.",
