@@ -321,3 +321,14 @@ def test_links_chain_created_resources_to_their_next_calls(document: dict[str, A
         assert links[("post", "/v1/reports", "202", name)][0] == ("get", path)
     for name in ("GetDocument", "ReplaceDocument"):
         assert ("post", "/v1/documents", "201", name) in links
+
+
+def test_conditional_headers_have_one_name_whoever_reads_them(document: dict[str, Any]) -> None:
+    """A dependency (`Conditions`) or a `Header` parameter: either way the same `If-Match`."""
+    item = document["paths"]["/v1/webhook-endpoints/{endpoint_id}"]
+    for method in ("patch", "delete"):
+        names = [p["name"] for p in item[method]["parameters"] if p["in"] == "header"]
+        assert names.count("If-Match") == 1, (method, names)
+        assert "if-match" not in names
+    link = item["get"]["responses"]["200"]["links"]["UpdateEndpoint"]
+    assert link["parameters"]["header.If-Match"] == "$response.header.ETag"

@@ -215,12 +215,8 @@ _JOB_LINKS = {
 }
 _ENDPOINT_LINKS = {
     "GetEndpoint": _by_id("GET", ENDPOINT, "endpoint_id", "Read the endpoint again."),
-    "UpdateEndpoint": Link(
-        "PATCH",
-        ENDPOINT,
-        {"endpoint_id": "$response.body#/id", "header.if-match": "$response.header.ETag"},
-        "Change it, under its ETag.",
-    ),
+    "UpdateEndpoint": _conditional("PATCH", ENDPOINT, "endpoint_id", "Change it, under its ETag."),
+    "DeleteEndpoint": _conditional("DELETE", ENDPOINT, "endpoint_id", "Delete it."),
     "TestEndpoint": _by_id("POST", f"{ENDPOINT}/test", "endpoint_id", "Send it a ping."),
     "RotateSecret": _by_id("POST", f"{ENDPOINT}/rotate-secret", "endpoint_id", "Rotate."),
     "EndpointDeliveries": _by_id("GET", "/v1/deliveries", "endpoint_id", "Its deliveries."),
@@ -403,7 +399,8 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
     ),
     ("GET", "/v1/webhook-endpoints"): _listing(schemas.WebhookEndpointList),
     ("GET", ENDPOINT): Notes(replies={200: _ENDPOINT_REPLY}),
-    ("PATCH", ENDPOINT): Notes(replies={200: _ENDPOINT_REPLY}),
+    ("PATCH", ENDPOINT): Notes(if_match="optional", replies={200: _ENDPOINT_REPLY}),
+    ("DELETE", ENDPOINT): Notes(if_match="optional"),
     ("POST", f"{ENDPOINT}/rotate-secret"): Notes(replies={200: _SECRET_REPLY}),
     ("POST", f"{ENDPOINT}/test"): Notes(
         problems=("state-conflict",),
@@ -454,9 +451,12 @@ def problem_responses(*slugs: str) -> dict[int | str, dict[str, Any]]:
     return by_status
 
 
+def _display(name: str) -> str:
+    return "-".join(part.capitalize() for part in name.split("-"))
+
+
 def _request_header(name: str, *, required: bool) -> dict[str, Any]:
-    display = "-".join(part.capitalize() for part in name.split("-"))
-    return {"name": display, "in": "header", "required": required, **_REQUEST_HEADERS[name]}
+    return {"name": _display(name), "in": "header", "required": required, **_REQUEST_HEADERS[name]}
 
 
 def _response_headers(names: Mapping[str, bool]) -> dict[str, Any]:
@@ -581,7 +581,7 @@ def _complete_operation(path: str, method: str, operation: dict[str, Any], extra
     for param in params:
         name = param["name"].lower()
         if param.get("in") == "header" and name in _REQUEST_HEADERS:
-            param.update(_REQUEST_HEADERS[name])
+            param.update(_REQUEST_HEADERS[name], name=_display(name))
         _absent_is_not_null(param)
     present = {p["name"].lower() for p in params if p.get("in") == "header"}
     if notes.idempotency and "idempotency-key" not in present:
