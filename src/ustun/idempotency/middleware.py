@@ -424,7 +424,7 @@ class IdempotencyMiddleware:
             response = record.response
             why = (
                 "was marked Cache-Control: no-store and this server has no key to keep it sealed"
-                if forbids_storing(response.headers)
+                if self.sealer is None and forbids_storing(response.headers)
                 else f"exceeded the {self.max_body}-byte replay limit"
             )
             await self._problem(
