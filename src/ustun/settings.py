@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///./ustun.db"
@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     webhook_lease: float = Field(default=DEFAULT_WEBHOOK_LEASE, gt=0)
     signature_tolerance: int = Field(default=DEFAULT_SIGNATURE_TOLERANCE, ge=0)
     secret_key: str | None = None
+    # `ustun listen`'s signing secret, kept off the command line (where `ps` shows it).
+    listen_secret: SecretStr | None = None
     log_level: str = "info"
     job_lease: float = Field(default=DEFAULT_JOB_LEASE, gt=0)
     job_poll_interval: float = Field(default=DEFAULT_JOB_POLL_INTERVAL, gt=0)
