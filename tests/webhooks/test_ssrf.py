@@ -30,8 +30,20 @@ from webhook_support import MakeEndpoint, until
 HOSTS = [host for host, _ in SPELLINGS]
 
 
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+IPV6_LOOPBACK = _has_ipv6_loopback()
+
+
 class Listener:
-    """Plain TCP listeners on one port of 127.0.0.1 and (when the host has IPv6) ::1, which
+    """Plain TCP listeners on one port of 127.0.0.1 and (when the machine has IPv6) ::1, which
     record every connection they accept and close it at once."""
 
     def __init__(self) -> None:
@@ -45,16 +57,18 @@ class Listener:
         writer.close()
 
     async def start(self) -> Listener:
-        first = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        self._servers.append(first)
-        self.port = first.sockets[0].getsockname()[1]
-        self.addresses.append("127.0.0.1")
-        try:
-            self._servers.append(await asyncio.start_server(self._accept, "::1", self.port))
-            self.addresses.append("::1")
-        except OSError:
-            pass  # no IPv6 loopback here (or the port is taken on it): IPv4 only
-        return self
+        for _ in range(20):  # a port free on both addresses
+            self._servers = [await asyncio.start_server(self._accept, "127.0.0.1", 0)]
+            self.port = self._servers[0].sockets[0].getsockname()[1]
+            try:
+                if IPV6_LOOPBACK:
+                    self._servers.append(await asyncio.start_server(self._accept, "::1", self.port))
+            except OSError:
+                await self.stop()
+                continue
+            self.addresses = ["127.0.0.1", "::1"] if IPV6_LOOPBACK else ["127.0.0.1"]
+            return self
+        raise AssertionError("no port free on both 127.0.0.1 and ::1")
 
     async def stop(self) -> None:
         for server in self._servers:
@@ -69,11 +83,11 @@ class Listener:
             _, writer = await asyncio.open_connection(address, self.port)
             markers.append(writer.get_extra_info("sockname")[:2])
             writer.close()
-        await until(
-            lambda: asyncio.sleep(0, all(m in self.peers for m in markers)),
-            within=5,
-            what="the marker connections to be accepted",
-        )
+
+        async def markers_seen() -> bool:
+            return all(marker in self.peers for marker in markers)
+
+        await until(markers_seen, within=5, what="the marker connections to be accepted")
         seen = [peer for peer in self.peers if peer not in markers]
         self.peers.clear()
         return seen

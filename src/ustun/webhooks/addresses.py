@@ -74,6 +74,11 @@ def forbidden_reason(ip: IPAddress) -> str | None:
     return None
 
 
+def _private(reason: str) -> str:
+    """A refusal that USTUN_WEBHOOK_ALLOW_PRIVATE lifts, saying so."""
+    return f"{reason}; {ALLOW_PRIVATE_HINT}"
+
+
 def address_refusal(address: str) -> str | None:
     """Why a socket may not connect to `address` (a numeric host), or None; for the transport."""
     try:
@@ -81,7 +86,7 @@ def address_refusal(address: str) -> str | None:
     except ValueError:
         return f"{address!r} is not an IP address"
     reason = forbidden_reason(ip)
-    return None if reason is None else f"{reason}; {ALLOW_PRIVATE_HINT}"
+    return None if reason is None else _private(reason)
 
 
 def _ipv4_number(part: str) -> int:
@@ -127,54 +132,44 @@ def _readings(host: str) -> list[str]:
     return readings
 
 
-def _private_reading(host: str, reading: str) -> str | None:
-    """Why `reading` of `host` names a private target (USTUN_WEBHOOK_ALLOW_PRIVATE lifts it)."""
-    name = reading.rstrip(".").lower()
-    if name == "localhost" or name.endswith(".localhost"):
-        return f"{host} is a loopback name (RFC 6761 §6.3)"
-    try:
-        ip = _ipv4(name)
-    except ValueError:
-        return None  # malformed, not private: `_malformed` says so
-    reason = None if ip is None else forbidden_reason(ip)
-    if ip is None or reason is None or host == str(ip):
-        return reason
-    return f"{reason} (the host {host!r} reads as {ip})"
-
-
-def _malformed(host: str, readings: list[str]) -> str | None:
-    """Why `host` is no usable host name: a number that is no IPv4 address, or not canonical
-    (aiohttp refuses `127.1` but resolves `0x7f000001`), or not a DNS name at all."""
-    for reading in readings:
-        try:
-            ip = _ipv4(reading.rstrip(".").lower())
-        except ValueError:
-            return f"the host {host!r} ends in a number but is not an IPv4 address"
-        if ip is not None and host != str(ip):
-            return f"write the IPv4 address {ip} as four decimal numbers, not {host!r}"
-    if len(host) > _MAX_HOST_NAME or not _HOST_NAME.fullmatch(host):
-        return f"{host!r} is not a valid host name"
-    return None
-
-
 def host_refusal(host: str) -> str | None:
-    """Why webhooks may not go to `host` (a URL's `raw_host`, as yarl gives it), or None."""
+    """Why webhooks may not go to `host` (a URL's `raw_host`, as yarl gives it), or None.
+
+    A private target under any reading wins; else the host must be a dotted-quad IPv4 address
+    (aiohttp refuses `127.1` but resolves `0x7f000001`), an IPv6 address or a DNS name.
+    """
     if ":" in host:
         try:
-            ip = ipaddress.ip_address(unquote(host))
+            ip: IPAddress = ipaddress.ip_address(unquote(host))
         except ValueError:
             return f"{host!r} is not a valid IPv6 address"
         reason = forbidden_reason(ip)
-        return None if reason is None else f"{reason}; {ALLOW_PRIVATE_HINT}"
-    readings = _readings(host)
-    for reading in readings:
-        reason = _private_reading(host, reading)
+        return None if reason is None else _private(reason)
+    malformed = None
+    for reading in _readings(host):
+        name = reading.rstrip(".").lower()
+        if name == "localhost" or name.endswith(".localhost"):
+            return _private(f"{host} is a loopback name (RFC 6761 §6.3)")
+        try:
+            ipv4 = _ipv4(name)
+        except ValueError:
+            malformed = malformed or f"the host {host!r} ends in a number but is no IPv4 address"
+            continue
+        if ipv4 is None:
+            continue
+        reason = forbidden_reason(ipv4)
+        if host != str(ipv4):
+            malformed = malformed or f"write the IPv4 address {ipv4} as a.b.c.d, not {host!r}"
+            if reason is not None:
+                reason = f"{reason} (the host {host!r} reads as {ipv4})"
         if reason is not None:
-            return f"{reason}; {ALLOW_PRIVATE_HINT}"
-    return _malformed(host, readings)
+            return _private(reason)
+    if malformed is None and (len(host) > _MAX_HOST_NAME or not _HOST_NAME.fullmatch(host)):
+        malformed = f"{host!r} is not a valid host name"
+    return malformed
 
 
-def url_refusal(url: str | URL, *, allow_private: bool) -> str | None:
+def url_refusal(url: str, *, allow_private: bool) -> str | None:
     """Why `url` may not receive webhooks (scheme, host, address), or None if it may.
 
     `url` is read with yarl as aiohttp reads it, so the host judged is the one it connects to.
