@@ -17,6 +17,8 @@ Reply = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MakeEndpoint = Callable[..., Awaitable[tuple[str, str]]]
 # A compressed retry schedule: three retries within 1.4 s.
 SCHEDULE = (0.2, 0.4, 0.8)
+# The service's public URL in dispatcher tests: thin payloads' URLs start with it.
+PUBLIC_URL = "https://api.example.test/ustun"
 
 
 async def ok(_: web.Request) -> web.StreamResponse:
