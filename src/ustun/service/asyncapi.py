@@ -1,8 +1,9 @@
-"""AsyncAPI 3.0 for the webhooks ustun sends, at `/asyncapi.json` and `/asyncapi.yaml`.
+"""AsyncAPI 3.1 for the webhooks ustun sends, at `/asyncapi.json` and `/asyncapi.yaml`.
 
 One channel per event type, one `send` operation per channel, the message payload schemas
-from the event catalogue like the OpenAPI `webhooks` section, the Standard Webhooks headers,
-and the HMAC signature as the security scheme.
+from the event catalogue like the OpenAPI `webhooks` section (`event_docs.schemas`), the
+Standard Webhooks headers, and the HMAC signature as the security scheme. Every schema is a
+titled component, so generators (Modelina) name their models after it.
 """
 
 from __future__ import annotations
@@ -15,11 +16,27 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ustun import __version__
-from ustun.service.event_docs import SIGNATURE_HEADERS, component_name
-from ustun.service.event_types import EventType
+from ustun.service.event_docs import (
+    SIGNATURE_HEADERS,
+    component_name,
+    payload_name,
+    ref,
+    schemas,
+)
+from ustun.service.event_types import EventType, titled_object
 
-VERSION = "3.0.0"
+VERSION = "3.1.0"
 SECURITY_SCHEME = "webhookSignature"
+HEADERS = "WebhookHeaders"
+HEADERS_SCHEMA = titled_object(
+    HEADERS,
+    {
+        name: {**spec["schema"], "description": spec["description"]}
+        for name, spec in SIGNATURE_HEADERS.items()
+    },
+    required=list(SIGNATURE_HEADERS),
+    description="The Standard Webhooks headers of every delivery.",
+)
 
 
 def _message(event: EventType) -> dict[str, Any]:
@@ -28,20 +45,13 @@ def _message(event: EventType) -> dict[str, Any]:
         "title": event.name,
         "summary": event.description,
         "contentType": "application/json",
-        "headers": {
-            "type": "object",
-            "required": list(SIGNATURE_HEADERS),
-            "properties": {
-                name: {**spec["schema"], "description": spec["description"]}
-                for name, spec in SIGNATURE_HEADERS.items()
-            },
-        },
-        "payload": {"$ref": f"#/components/schemas/{component_name(event.name)}"},
+        "headers": ref(HEADERS),
+        "payload": ref(payload_name(event)),
     }
 
 
 def document(events: Sequence[EventType], *, api_url: str = "") -> dict[str, Any]:
-    """The AsyncAPI 3.0 document describing every event type in `events`."""
+    """The AsyncAPI 3.1 document describing every event type in `events`."""
     channels: dict[str, Any] = {}
     operations: dict[str, Any] = {}
     messages: dict[str, Any] = {}
@@ -86,7 +96,7 @@ def document(events: Sequence[EventType], *, api_url: str = "") -> dict[str, Any
         "channels": channels,
         "operations": operations,
         "components": {
-            "schemas": {component_name(e.name): e.message_schema() for e in events},
+            "schemas": {HEADERS: HEADERS_SCHEMA, **schemas(events)},
             "messages": messages,
             "securitySchemes": {
                 SECURITY_SCHEME: {
@@ -114,12 +124,12 @@ def _document(request: Request) -> dict[str, Any]:
 
 @router.get("/asyncapi.json")
 async def asyncapi_json(request: Request) -> JSONResponse:
-    """The AsyncAPI 3.0 document as JSON."""
+    """The AsyncAPI 3.1 document as JSON."""
     return JSONResponse(_document(request))
 
 
 @router.get("/asyncapi.yaml")
 async def asyncapi_yaml(request: Request) -> Response:
-    """The AsyncAPI 3.0 document as YAML."""
+    """The AsyncAPI 3.1 document as YAML."""
     text = yaml.safe_dump(_document(request), sort_keys=False, allow_unicode=True)
     return Response(text, media_type="application/yaml")
