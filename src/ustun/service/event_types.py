@@ -95,7 +95,7 @@ JOB = titled_object(
         "id": {"type": "string", "pattern": "^job_"},
         "object": {"const": "job"},
         "kind": {"type": "string"},
-        "status": {"enum": ["done", "failed", "cancelled"]},
+        "status": {"enum": ["done", "failed"]},
         "progress": {"type": "integer", "minimum": 0, "maximum": 100},
         "created_at": _TIMESTAMP,
         "started_at": {**_TIMESTAMP, "type": ["string", "null"]},
@@ -137,12 +137,7 @@ CATALOGUE: tuple[EventType, ...] = (
     EventType("payment.cancelled", "A pending payment was cancelled.", PAYMENT),
     EventType("transfer.completed", "Money moved between two ledger accounts.", TRANSFER),
     EventType("job.completed", "An asynchronous job finished; `result_url` has its result.", JOB),
-    EventType(
-        "job.failed",
-        "An asynchronous job failed (`error` is a problem object), or was cancelled while it "
-        "ran (status `cancelled`).",
-        JOB,
-    ),
+    EventType("job.failed", "An asynchronous job failed; `error` is a problem object.", JOB),
     EventType(
         "endpoint.disabled",
         "A webhook endpoint was disabled (410 Gone, 5 days of failures, or by request).",
