@@ -1,4 +1,4 @@
-"""AsyncAPI 3.1 for the webhooks ustun sends, at `/asyncapi.json` and `/asyncapi.yaml`.
+"""AsyncAPI 3.0 for the webhooks ustun sends, at `/asyncapi.json` and `/asyncapi.yaml`.
 
 One channel per event type, one `send` operation per channel, the message payload schemas
 from the event catalogue like the OpenAPI `webhooks` section (`event_docs.schemas`), the
@@ -25,7 +25,10 @@ from ustun.service.event_docs import (
 )
 from ustun.service.event_types import EventType, titled_object
 
-VERSION = "3.1.0"
+# The document is valid as 3.1.0 too (tests/service/test_asyncapi.py), and uses nothing 3.1
+# adds; it stays 3.0.0 because Modelina (5.10, the latest) takes AsyncAPI only up to 3.0.0
+# and reads a 3.1.0 document as plain JSON Schema (one model, `Root`).
+VERSION = "3.0.0"
 SECURITY_SCHEME = "webhookSignature"
 HEADERS = "WebhookHeaders"
 HEADERS_SCHEMA = titled_object(
@@ -51,7 +54,7 @@ def _message(event: EventType) -> dict[str, Any]:
 
 
 def document(events: Sequence[EventType], *, api_url: str = "") -> dict[str, Any]:
-    """The AsyncAPI 3.1 document describing every event type in `events`."""
+    """The AsyncAPI 3.0 document describing every event type in `events`."""
     channels: dict[str, Any] = {}
     operations: dict[str, Any] = {}
     messages: dict[str, Any] = {}
@@ -124,12 +127,12 @@ def _document(request: Request) -> dict[str, Any]:
 
 @router.get("/asyncapi.json")
 async def asyncapi_json(request: Request) -> JSONResponse:
-    """The AsyncAPI 3.1 document as JSON."""
+    """The AsyncAPI 3.0 document as JSON."""
     return JSONResponse(_document(request))
 
 
 @router.get("/asyncapi.yaml")
 async def asyncapi_yaml(request: Request) -> Response:
-    """The AsyncAPI 3.1 document as YAML."""
+    """The AsyncAPI 3.0 document as YAML."""
     text = yaml.safe_dump(_document(request), sort_keys=False, allow_unicode=True)
     return Response(text, media_type="application/yaml")
