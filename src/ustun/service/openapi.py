@@ -16,7 +16,7 @@ from typing import Any, Literal
 from fastapi import FastAPI
 
 from ustun.http.problem import CATALOGUE, MEDIA_TYPE
-from ustun.service.event_docs import SIGNATURE_HEADERS, component_name
+from ustun.service import event_docs
 from ustun.service.event_types import EventType
 
 PROBLEM_REF = "#/components/schemas/Problem"
@@ -223,32 +223,6 @@ def _complete_operation(path: str, method: str, operation: dict[str, Any], extra
         operation["security"] = [{SECURITY_SCHEME: []}]
 
 
-def _webhook(event: EventType) -> dict[str, Any]:
-    name = component_name(event.name)
-    return {
-        "post": {
-            "summary": event.name,
-            "description": event.description,
-            "operationId": f"webhook_{name}",
-            "tags": ["webhooks"],
-            "parameters": [
-                {"name": name, "in": "header", "required": True, **spec}
-                for name, spec in SIGNATURE_HEADERS.items()
-            ],
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}
-                },
-            },
-            "responses": {
-                "200": {"description": "Any 2xx within the timeout acknowledges the event."},
-                "410": {"description": "Gone: the endpoint is disabled at once."},
-            },
-        }
-    }
-
-
 def complete(
     schema: Mapping[str, Any],
     events: Sequence[EventType],
@@ -273,9 +247,8 @@ def complete(
             extra = notes.get((method.upper(), path), Notes())
             _complete_operation(path, method, operation, extra)
     if events:
-        doc["webhooks"] = {e.name: _webhook(e) for e in events}
-        for event in events:
-            schemas[component_name(event.name)] = event.message_schema()
+        doc["webhooks"] = event_docs.openapi_webhooks(events)
+        schemas.update(event_docs.schemas(events))
     return doc
 
 
