@@ -117,7 +117,11 @@ async def bookkeeping(url: str, n: int) -> tuple[float, float]:
     try:
         account_id = await setup(db, url)
         config = dispatcher.DispatchConfig(
-            retry_schedule=[1.0], timeout=10.0, allow_private=True, lease=60.0
+            retry_schedule=[1.0],
+            timeout=10.0,
+            allow_private=True,
+            lease=60.0,
+            public_url="http://127.0.0.1:8000",
         )
         stopping = asyncio.Event()
         worker = dispatcher.Dispatcher(db, SecretBox(SECRET_KEY), config)

@@ -7,6 +7,8 @@ import re
 import httpx
 
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+SECRET = re.compile(r"whsec_[A-Za-z0-9+/=]+")
+ENDPOINT = re.compile(r"/dashboard/endpoints/(we_[A-Za-z0-9]+)")
 
 
 def csrf_of(html: str) -> str:
@@ -24,3 +26,17 @@ async def log_in(http: httpx.AsyncClient, api_key: str) -> str:
     )
     assert response.status_code == 303, response.text
     return csrf_of((await http.get("/dashboard")).text)
+
+
+async def create_endpoint(browser: httpx.AsyncClient, csrf: str, url: str) -> tuple[str, str]:
+    """Create an endpoint through the dashboard form; return its id and the secret shown."""
+    created = await browser.post(
+        "/dashboard/endpoints",
+        data={"csrf_token": csrf, "url": url, "events": "payment.* ping", "payload": "full"},
+    )
+    assert created.status_code == 200, created.text
+    secret = SECRET.search(created.text)
+    endpoint = ENDPOINT.search(created.text)
+    assert secret, created.text
+    assert endpoint, created.text
+    return endpoint.group(1), secret.group()

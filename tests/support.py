@@ -120,15 +120,24 @@ def wait_for(
 class UstunProcess:
     """`ustun <args>` as a subprocess with its own environment, output captured to a file."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+    def __init__(
+        self, args: list[str], env: dict[str, str], log_path: Path, *, stdin: bytes | None = None
+    ) -> None:
         self.args = args
         self.env = {**os.environ, **env}
         self.log_path = log_path
+        self.stdin = stdin
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> UstunProcess:
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen([USTUN, *self.args], env=self.env, stdout=log, stderr=log)
+        piped = None if self.stdin is None else subprocess.PIPE
+        self.proc = subprocess.Popen(
+            [USTUN, *self.args], env=self.env, stdin=piped, stdout=log, stderr=log
+        )
+        if self.proc.stdin is not None and self.stdin is not None:
+            self.proc.stdin.write(self.stdin)
+            self.proc.stdin.close()
         return self
 
     def output(self) -> str:

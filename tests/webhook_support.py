@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from aiohttp import web
 
 from support import free_port
+from ustun.service import create_app
+from ustun.settings import Settings
+from ustun.store import Database
 
 Reply = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # make_endpoint(url, events=("*",), **options) -> (endpoint id, secret)
 MakeEndpoint = Callable[..., Awaitable[tuple[str, str]]]
 # A compressed retry schedule: three retries within 1.4 s.
 SCHEDULE = (0.2, 0.4, 0.8)
+# The service's public URL in dispatcher tests: thin payloads' URLs start with it.
+PUBLIC_URL = "https://api.example.test/ustun"
 
 
 async def ok(_: web.Request) -> web.StreamResponse:
@@ -99,6 +106,27 @@ def hold(gate: asyncio.Event) -> Reply:
         return web.Response(text="released")
 
     return reply
+
+
+@asynccontextmanager
+async def serving(
+    settings: Settings, db: Database, api_key: str, **changes: object
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The service with its embedded worker (so its dispatcher), private addresses allowed, a
+    quick retry schedule and `changes` to `settings`; yields an authenticated in-process client."""
+    tuned = settings.model_copy(
+        update={"webhook_allow_private": True, "webhook_retry_schedule": "0.2,0.2", **changes}
+    )
+    app = create_app(tuned, db=db, worker=True)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://testserver",
+            headers={"authorization": f"Bearer {api_key}"},
+        ) as http,
+    ):
+        yield http
 
 
 async def until(condition: Callable[[], Awaitable[Any]], *, within: float = 15.0, what: str) -> Any:

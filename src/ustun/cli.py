@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import signal
+import sys
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, TypeVar
 
@@ -167,20 +168,45 @@ def keys_create(
     typer.echo(_run(make_key))
 
 
+def _listen_secret(option: str | None, settings: Settings) -> str:
+    """The signing secret from `--secret` (`-`: one line of standard input) or the environment."""
+    if option == "-":
+        text = sys.stdin.readline().strip()
+    elif option:
+        text = option
+    else:
+        text = settings.listen_secret.get_secret_value() if settings.listen_secret else ""
+    if not text:
+        raise typer.BadParameter(
+            "no signing secret: set USTUN_LISTEN_SECRET, or pipe it in with --secret -",
+            param_hint="--secret",
+        )
+    try:
+        Secret.parse(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--secret") from None
+    return text
+
+
 @app.command()
 def listen(
-    secret: Annotated[str, typer.Option(help="The endpoint's signing secret (whsec_…).")],
+    secret: Annotated[
+        str | None,
+        typer.Option(
+            help="The endpoint's signing secret (whsec_…), or `-` to read it from standard "
+            "input. Default: USTUN_LISTEN_SECRET. A secret given here is visible in the process "
+            "list to every user of the machine; prefer the environment or `-`.",
+            show_default=False,
+        ),
+    ] = None,
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 9000,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
 ) -> None:
     """Receive webhooks locally: verify each one and print it."""
     settings = _settings()
-    try:
-        Secret.parse(secret)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--secret") from None
+    signing = _listen_secret(secret, settings)
     typer.echo(f"listening on http://{host}:{port}/ (any path); Ctrl-C to stop", err=True)
-    receiver = listen_app(secret, tolerance=settings.signature_tolerance)
+    receiver = listen_app(signing, tolerance=settings.signature_tolerance)
     uvicorn.run(receiver, host=host, port=port, log_level="warning")
 
 

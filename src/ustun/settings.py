@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///./ustun.db"
@@ -28,6 +30,8 @@ class Settings(BaseSettings):
     database_url: str = DEFAULT_DATABASE_URL
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65_535)
+    # The service's URL as receivers reach it (behind a proxy: the proxy's); see `public_base_url`.
+    public_url: str | None = None
     idempotency_ttl: float = Field(default=DEFAULT_IDEMPOTENCY_TTL, gt=0)
     idempotency_lease: float = Field(default=DEFAULT_IDEMPOTENCY_LEASE, gt=0)
     webhook_retry_schedule: str = ",".join(str(s) for s in DEFAULT_WEBHOOK_RETRY_SCHEDULE)
@@ -36,6 +40,8 @@ class Settings(BaseSettings):
     webhook_lease: float = Field(default=DEFAULT_WEBHOOK_LEASE, gt=0)
     signature_tolerance: int = Field(default=DEFAULT_SIGNATURE_TOLERANCE, ge=0)
     secret_key: str | None = None
+    # `ustun listen`'s signing secret, kept off the command line (where `ps` shows it).
+    listen_secret: SecretStr | None = None
     log_level: str = "info"
     job_lease: float = Field(default=DEFAULT_JOB_LEASE, gt=0)
     job_poll_interval: float = Field(default=DEFAULT_JOB_POLL_INTERVAL, gt=0)
@@ -55,12 +61,38 @@ class Settings(BaseSettings):
             raise ValueError("delays must not be negative")
         return value
 
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_absolute(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.netloc
+            or parts.query
+            or parts.fragment
+        ):
+            raise ValueError("must be an absolute http(s) URL, e.g. https://api.example.com")
+        return value.rstrip("/")
+
     @field_validator("secret_key")
     @classmethod
     def _secret_key_long_enough(cls, value: str | None) -> str | None:
         if value is not None and len(value) < 32:
             raise ValueError("USTUN_SECRET_KEY must be at least 32 characters")
         return value
+
+    @property
+    def public_base_url(self) -> str:
+        """The base of the absolute URLs the service hands out (a thin webhook's `data.url`).
+
+        `USTUN_PUBLIC_URL`, or else `http://{host}:{port}` of `ustun serve`.
+        """
+        if self.public_url is not None:
+            return self.public_url
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
     @property
     def retry_schedule(self) -> tuple[float, ...]:

@@ -1,4 +1,6 @@
-// Parse an AsyncAPI document (path in argv[2]) with the official parser; print the verdict as JSON.
+// Parse an AsyncAPI document (path in argv[2]) with the official parser; print the verdict as JSON:
+// validity, diagnostics, and every schema the parser found with the id it gave it
+// (`<anonymous-schema-N>` unless the schema is a named component) and its title.
 import { readFileSync } from "node:fs";
 import { Parser } from "@asyncapi/parser";
 
@@ -13,6 +15,11 @@ console.log(
       code: d.code,
       message: d.message,
       path: d.path.join("."),
+    })),
+    schemas: (document?.allSchemas().all() ?? []).map((s) => ({
+      id: s.id(),
+      title: s.title() ?? null,
+      structured: s.properties() !== undefined || s.oneOf() !== undefined,
     })),
   }),
 );

@@ -13,8 +13,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
-from ustun.idempotency import IdempotencyMiddleware, RecordStore, idempotency
+from ustun.idempotency import Found, IdempotencyMiddleware, RecordStore, idempotency
 from ustun.idempotency.middleware import account_scope
+from ustun.idempotency.sealing import context
+from ustun.webhooks.secretbox import SecretBox, SecretKeyError
 
 
 class Item(BaseModel):
@@ -37,6 +39,7 @@ def build_app(store: RecordStore, **options: object) -> tuple[FastAPI, Counter[s
             headers={
                 "location": f"/items/{runs['items']}",
                 "etag": '"1"',
+                "last-modified": "Fri, 04 Dec 2026 12:00:00 GMT",
                 "x-trace": "kept",
                 "x-secret": "dropped",
             },
@@ -71,6 +74,15 @@ def build_app(store: RecordStore, **options: object) -> tuple[FastAPI, Counter[s
     async def big() -> Response:
         runs["big"] += 1
         return Response(b"x" * 5000, media_type="text/plain", headers={"location": "/big/1"})
+
+    @app.post("/secret")
+    async def secret() -> JSONResponse:
+        runs["secret"] += 1
+        return JSONResponse(
+            {"secret": f"whsec_run{runs['secret']}"},
+            status_code=201,
+            headers={"cache-control": "private, no-store"},
+        )
 
     @app.post("/fail")
     async def fail() -> JSONResponse:
@@ -132,7 +144,7 @@ async def test_replay_has_same_status_allowed_headers_and_identical_bytes(
     assert runs["items"] == 1
     assert again.headers["idempotent-replayed"] == "true"
     assert "idempotent-replayed" not in first.headers
-    for name in ("content-type", "location", "etag", "x-trace"):
+    for name in ("content-type", "location", "etag", "last-modified", "x-trace"):
         assert again.headers[name] == first.headers[name]
     assert "x-secret" not in again.headers
     assert again.headers["content-length"] == str(len(first.content))
@@ -165,6 +177,48 @@ async def test_over_limit_response_is_sent_whole_and_never_replayed_truncated(
     assert again.json()["original_status"] == 200
     assert again.headers["location"] == "/big/1"
     assert runs["big"] == 1
+
+
+async def test_a_no_store_body_is_stored_sealed_and_replayed_open(
+    record_store: RecordStore, tenant: str
+) -> None:
+    box = SecretBox("a test master key of at least 32 characters")
+    app, runs = build_app(record_store, sealer=box)
+    async with client_for(app, tenant) as http:
+        first = await http.post("/secret", headers=key("s1"))
+        again = await http.post("/secret", headers=key("s1"))
+    assert first.status_code == again.status_code == 201
+    assert again.json() == first.json() == {"secret": "whsec_run1"}
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.headers["cache-control"] == "private, no-store"
+    assert runs["secret"] == 1
+    found = await record_store.claim(tenant, "s1", "-", lease=30, ttl=60)
+    assert isinstance(found, Found)
+    assert found.record.response is not None
+    kept = found.record.response.body
+    assert kept is not None
+    assert b"whsec_" not in kept
+    assert box.open_bytes(kept, context=context(tenant, "s1")) == first.content
+    with pytest.raises(SecretKeyError):  # bound to its record: no other key or scope opens it
+        box.open_bytes(kept, context=context(tenant, "s2"))
+
+
+async def test_without_a_sealer_a_no_store_body_is_not_kept(
+    record_store: RecordStore, tenant: str
+) -> None:
+    app, runs = build_app(record_store)
+    async with client_for(app, tenant) as http:
+        first = await http.post("/secret", headers=key("s1"))
+        again = await http.post("/secret", headers=key("s1"))
+    assert first.json() == {"secret": "whsec_run1"}
+    assert again.status_code == 409
+    assert again.json()["type"].endswith("/problems/idempotency-response-unavailable")
+    assert "no-store" in again.json()["detail"]
+    assert runs["secret"] == 1
+    found = await record_store.claim(tenant, "s1", "-", lease=30, ttl=60)
+    assert isinstance(found, Found)
+    assert found.record.response is not None
+    assert found.record.response.body is None
 
 
 async def test_validation_failures_are_not_stored(record_store: RecordStore, tenant: str) -> None:

@@ -1,4 +1,4 @@
-"""`/asyncapi.json` and `/asyncapi.yaml`: AsyncAPI 3.0 that the official parser accepts."""
+"""`/asyncapi.json`, `/asyncapi.yaml`: AsyncAPI 3.0 the official parser accepts (as 3.1.0 too)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,16 @@ def test_the_official_parser_accepts_the_document(
     assert problems == []
 
 
+def test_the_document_is_valid_as_asyncapi_3_1_0_as_well(
+    event_types: tuple[EventType, ...], tmp_path: Path
+) -> None:
+    """Moving to 3.1.0 (once generators take it) is a change of `asyncapi.VERSION` alone."""
+    document = asyncapi.document(event_types) | {"asyncapi": "3.1.0"}
+    verdict = official_parser_verdict(document, tmp_path)
+    assert verdict["valid"]
+    assert verdict["diagnostics"] == []
+
+
 def test_the_official_parser_is_really_checking(
     event_types: tuple[EventType, ...], tmp_path: Path
 ) -> None:
@@ -61,17 +71,36 @@ def test_one_channel_and_send_operation_per_event_type(event_types: tuple[EventT
     assert {c["title"] for c in document["channels"].values()} == {t.name for t in event_types}
     operations = document["operations"]
     assert {op["action"] for op in operations.values()} == {"send"}
+    schemas = document["components"]["schemas"]
     message = document["components"]["messages"]["PaymentSucceeded"]
-    assert set(message["headers"]["required"]) == {
+    assert message["headers"] == {"$ref": "#/components/schemas/WebhookHeaders"}
+    assert set(schemas["WebhookHeaders"]["required"]) == {
         "webhook-id",
         "webhook-timestamp",
         "webhook-signature",
     }
-    payload = document["components"]["schemas"]["PaymentSucceeded"]
+    assert message["payload"] == {"$ref": "#/components/schemas/PaymentSucceededEvent"}
+    payload = schemas["PaymentSucceededEvent"]
     assert payload["properties"]["type"]["const"] == "payment.succeeded"
+    assert schemas["PaymentEventData"]["oneOf"] == [
+        {"$ref": "#/components/schemas/PaymentData"},
+        {"$ref": "#/components/schemas/ThinEventData"},
+    ]
     scheme = document["components"]["securitySchemes"]["webhookSignature"]
     assert scheme["name"] == "webhook-signature"
     assert "HMAC-SHA256" in scheme["description"]
+
+
+def test_every_schema_is_named_and_every_model_is_a_component(
+    event_types: tuple[EventType, ...], tmp_path: Path
+) -> None:
+    """Generators name a model by its title or its component name, else `AnonymousSchemaN`."""
+    found = official_parser_verdict(asyncapi.document(event_types), tmp_path)["schemas"]
+    assert len(found) > 50  # type: ignore[arg-type]
+    untitled = [s["id"] for s in found if not s["title"]]  # type: ignore[attr-defined]
+    assert untitled == []
+    inline = [s["title"] for s in found if s["structured"] and s["id"].startswith("<")]  # type: ignore[attr-defined]
+    assert inline == []
 
 
 async def test_served_as_json_and_yaml_alike(

@@ -55,6 +55,7 @@ async def test_retry_replays_the_same_payment(client: httpx.AsyncClient) -> None
     assert again.content == first.content
     assert again.headers["location"] == first.headers["location"]
     assert again.headers["etag"] == first.headers["etag"]
+    assert again.headers["last-modified"] == first.headers["last-modified"]
     assert again.headers["idempotent-replayed"] == "true"
     assert len((await client.get("/v1/payments")).json()["data"]) == 1
 

@@ -12,10 +12,10 @@ import pytest
 from aiohttp import web
 
 from support import free_port
-from ustun.service import create_app
 from ustun.settings import Settings
 from ustun.store import Database
 from ustun.webhooks import verify
+from webhook_support import serving
 
 HOOK = "https://hooks.example.com/ustun"
 
@@ -142,19 +142,8 @@ async def live(settings: Settings, db: Database, api_key: str) -> AsyncIterator[
     runner = web.AppRunner(receiver)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()
-    tuned = settings.model_copy(
-        update={"webhook_allow_private": True, "webhook_retry_schedule": "0.2,0.2"}
-    )
-    app = create_app(tuned, db=db, worker=True)
     try:
-        async with (
-            app.router.lifespan_context(app),
-            httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app),
-                base_url="http://testserver",
-                headers={"authorization": f"Bearer {api_key}"},
-            ) as http,
-        ):
+        async with serving(settings, db, api_key) as http:
             yield Live(http, f"http://127.0.0.1:{port}/hook", received, replies)
     finally:
         await runner.cleanup()

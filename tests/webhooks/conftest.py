@@ -12,7 +12,7 @@ from ustun.store import Database
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.secretbox import SecretBox
-from webhook_support import SCHEDULE, MakeEndpoint, Receiver
+from webhook_support import PUBLIC_URL, SCHEDULE, MakeEndpoint, Receiver
 
 
 @pytest.fixture
@@ -37,7 +37,12 @@ async def receiver() -> AsyncIterator[Receiver]:
 @pytest.fixture
 def config() -> DispatchConfig:
     return DispatchConfig(
-        retry_schedule=SCHEDULE, timeout=2.0, allow_private=True, lease=10.0, poll_interval=0.2
+        retry_schedule=SCHEDULE,
+        timeout=2.0,
+        allow_private=True,
+        lease=10.0,
+        public_url=PUBLIC_URL,
+        poll_interval=0.2,
     )
 
 

@@ -1,4 +1,4 @@
-"""SSRF table: every refused address form, as a literal and (at send time) resolved."""
+"""SSRF table: every refused address form and every spelling of one, as a URL and at the socket."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import socket
 from ipaddress import ip_address
 
 import pytest
-from aiohttp.abc import AbstractResolver, ResolveResult
 
-from ustun.webhooks.addresses import forbidden_reason, url_refusal
-from ustun.webhooks.transport import GuardedResolver, RefusedAddress, post, session
+from ssrf_spellings import SPELLINGS
+from ustun.webhooks.addresses import ALLOW_PRIVATE_HINT, forbidden_reason, url_refusal
+from ustun.webhooks.transport import RefusedAddress, guarded_socket
 
 REFUSED = [
     ("127.0.0.1", "loopback"),
@@ -47,13 +47,57 @@ def test_literal_refused(address: str, why: str) -> None:
     assert reason is not None
     assert why in reason
     host = f"[{address}]" if ":" in address else address
-    assert url_refusal(f"https://{host}:8443/hook", allow_private=False) == reason
+    assert url_refusal(f"https://{host}:8443/hook", allow_private=False) == (
+        f"{reason}; {ALLOW_PRIVATE_HINT}"
+    )
     assert url_refusal(f"http://{host}:8443/hook", allow_private=True) is None
 
 
 @pytest.mark.parametrize("address", ALLOWED)
 def test_public_allowed(address: str) -> None:
     assert forbidden_reason(ip_address(address)) is None
+    host = f"[{address}]" if ":" in address else address
+    assert url_refusal(f"https://{host}/hook", allow_private=False) is None
+
+
+@pytest.mark.parametrize(("host", "why"), SPELLINGS)
+def test_spellings_refused(host: str, why: str) -> None:
+    reason = url_refusal(f"https://{host}:8444/internal", allow_private=False)
+    assert reason is not None
+    assert why in reason
+    assert reason.endswith(ALLOW_PRIVATE_HINT)
+    assert url_refusal(f"http://{host}:8444/internal", allow_private=True) is None
+
+
+def test_refusals_of_private_targets_name_the_setting() -> None:
+    """An operator reading a refusal learns which server setting lifts it, and that it needs a
+    restart; syntax errors, which no setting lifts, do not mention it."""
+    for url in ("http://hooks.example.com/x", "https://10.0.0.1/x", "https://localhost/x"):
+        reason = url_refusal(url, allow_private=False)
+        assert reason is not None
+        assert "USTUN_WEBHOOK_ALLOW_PRIVATE=1" in reason
+        assert "restart" in reason
+    invalid = url_refusal("https://ex%41mple.com/x", allow_private=False)
+    assert invalid is not None
+    assert "USTUN_WEBHOOK_ALLOW_PRIVATE" not in invalid
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://hooks.example.com/hook",
+        "https://hooks.example.com./hook",
+        "https://bücher.example/hook",
+        "https://xn--bcher-kva.example/hook",
+        "https://_hooks.example.com/hook",
+        "https://1e2.example.com/hook",
+        "https://8.8.8.8/hook",
+        "https://８.８.８.８/hook",  # noqa: RUF001
+        "https://[2606:4700::1111]:8443/hook",
+    ],
+)
+def test_public_names_and_addresses_allowed(url: str) -> None:
+    assert url_refusal(url, allow_private=False) is None
 
 
 @pytest.mark.parametrize(
@@ -64,6 +108,14 @@ def test_public_allowed(address: str) -> None:
         ("https:///hook", "no host"),
         ("https://user:pw@example.com/hook", "credentials"),
         ("https://example.com:99999/hook", "valid URL"),
+        ("https://134744072/hook", "as a.b.c.d"),
+        ("https://8.8.8.8./hook", "as a.b.c.d"),
+        ("https://1.2.3.4.5/hook", "is no IPv4 address"),
+        ("https://8.8.8.256/hook", "is no IPv4 address"),
+        ("https://ex%41mple.com/hook", "not a valid host name"),
+        ("https://a b.example/hook", "not a valid host name"),
+        ("https://-a.example/hook", "not a valid host name"),
+        (f"https://{'a' * 64}.example/hook", "not a valid host name"),
     ],
 )
 def test_url_rules(url: str, why: str) -> None:
@@ -72,53 +124,21 @@ def test_url_rules(url: str, why: str) -> None:
     assert why in reason
 
 
-class StaticResolver(AbstractResolver):
-    """Stands in for DNS: every name resolves to one fixed address."""
-
-    def __init__(self, address: str) -> None:
-        self.address = address
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        fam = socket.AF_INET6 if ":" in self.address else socket.AF_INET
-        return [
-            {
-                "hostname": host,
-                "host": self.address,
-                "port": port,
-                "family": fam,
-                "proto": 0,
-                "flags": 0,
-            }
-        ]
-
-    async def close(self) -> None:
-        return None
+def _addr_info(
+    address: str,
+) -> tuple[socket.AddressFamily, socket.SocketKind, int, str, tuple[str, int]]:
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    return family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, 443)
 
 
 @pytest.mark.parametrize(("address", "why"), REFUSED)
-async def test_resolved_refused(address: str, why: str) -> None:
+def test_socket_factory_refuses(address: str, why: str) -> None:
+    """The connect-time check: every address the connector is about to connect to."""
     with pytest.raises(RefusedAddress, match=why):
-        await GuardedResolver(StaticResolver(address)).resolve("hooks.example.com", 443)
+        guarded_socket(_addr_info(address))
 
 
-async def test_resolved_public_passes_through() -> None:
-    got = await GuardedResolver(StaticResolver("8.8.8.8")).resolve("hooks.example.com", 443)
-    assert got[0]["host"] == "8.8.8.8"
-
-
-async def test_send_time_refuses_a_name_resolving_to_loopback() -> None:
-    """Real DNS: `localhost` resolves to loopback, so the send is refused before connecting."""
-    async with session(timeout=2, allow_private=False, limit=4) as http:
-        outcome = await post(http, "https://localhost:1/hook", b"{}", {}, allow_private=False)
-        literal = await post(http, "https://127.0.0.1:1/hook", b"{}", {}, allow_private=False)
-        plain = await post(http, "http://example.com/hook", b"{}", {}, allow_private=False)
-    assert outcome.status is None
-    assert outcome.error is not None
-    assert "refused" in outcome.error
-    assert "loopback" in outcome.error
-    assert literal.error is not None
-    assert "loopback" in literal.error
-    assert plain.error is not None
-    assert "https" in plain.error
+@pytest.mark.parametrize("address", ALLOWED)
+def test_socket_factory_opens_public(address: str) -> None:
+    with guarded_socket(_addr_info(address)) as sock:
+        assert sock.family == _addr_info(address)[0]

@@ -23,6 +23,7 @@ from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.tables import attempts, deliveries, endpoints, events
 from webhook_support import (
+    PUBLIC_URL,
     SCHEDULE,
     MakeEndpoint,
     Receiver,
@@ -303,7 +304,24 @@ async def test_thin_payload_carries_only_id_and_url(
             object_url="/v1/payments/pay_9",
         )
     await settled(db, event_id, "succeeded")
-    assert json.loads(receiver.bodies()[0])["data"] == {"id": "pay_9", "url": "/v1/payments/pay_9"}
+    assert json.loads(receiver.bodies()[0])["data"] == {
+        "id": "pay_9",
+        "url": f"{PUBLIC_URL}/v1/payments/pay_9",
+    }
+
+
+async def test_thin_endpoints_get_events_about_no_object_in_full(
+    db: Database,
+    account_id: str,
+    receiver: Receiver,
+    make_endpoint: MakeEndpoint,
+    dispatcher: Dispatcher,
+) -> None:
+    endpoint_id, _ = await make_endpoint(receiver.url(), payload="thin")
+    async with db.unit_of_work() as uow:
+        event_id = await emit(uow, account_id, "ping", {"endpoint_id": endpoint_id})
+    await settled(db, event_id, "succeeded")
+    assert json.loads(receiver.bodies()[0])["data"] == {"endpoint_id": endpoint_id}
 
 
 async def test_full_and_thin_endpoints_each_get_their_form_of_one_event(
@@ -325,7 +343,10 @@ async def test_full_and_thin_endpoints_each_get_their_form_of_one_event(
 
     await until(both, what="both deliveries")
     data = {r.path: json.loads(r.body)["data"] for r in receiver.received}
-    assert data == {"/full": {"id": "pay_9", "amount": 5}, "/thin": {"id": "pay_9", "url": "/p"}}
+    assert data == {
+        "/full": {"id": "pay_9", "amount": 5},
+        "/thin": {"id": "pay_9", "url": f"{PUBLIC_URL}/p"},
+    }
 
 
 async def test_rotation_reaches_a_dispatcher_that_already_sent_to_the_endpoint(

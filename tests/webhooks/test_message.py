@@ -1,3 +1,4 @@
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,3 +35,28 @@ def test_a_body_is_compact_json_with_data_last() -> None:
         b'{"id":"evt_1","type":"payment.created","created_at":"2026-06-01T12:30:05.123Z",'
         b'"api_version":"2026-12-01","data":{"id":"pay_1"}}'
     )
+
+
+def test_a_thin_url_is_absolute_under_the_public_url() -> None:
+    data = {"id": "pay_1", "amount": 5}
+    thin = message.body(
+        "evt_1",
+        "payment.created",
+        MOMENT,
+        data,
+        payload=message.THIN,
+        object_url="/v1/payments/pay_1",
+        base_url="https://api.example.com/ustun/",
+    )
+    assert json.loads(thin)["data"] == {
+        "id": "pay_1",
+        "url": "https://api.example.com/ustun/v1/payments/pay_1",
+    }
+
+
+def test_an_event_about_no_object_is_sent_full_to_a_thin_endpoint() -> None:
+    data = {"endpoint_id": "we_1"}
+    thin = message.stored_body(
+        "evt_1", "ping", MOMENT, message.stored_data(data), payload=message.THIN
+    )
+    assert json.loads(thin)["data"] == data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from support import free_port
 from ustun import ids
@@ -20,7 +22,7 @@ from ustun.store import Database
 from ustun.webhooks.dispatcher import Dispatcher
 from ustun.webhooks.inbox import DatabaseInbox
 from ustun.webhooks.outbox import emit
-from ustun.webhooks.receiver import WebhookReceiver
+from ustun.webhooks.receiver import MAX_BODY, WebhookReceiver
 from webhook_support import MakeEndpoint, until
 
 SECRET = Secret.generate()
@@ -32,6 +34,16 @@ def signed(
     webhook_id = webhook_id or ids.new_id("evt")
     body = json.dumps({"id": webhook_id, "type": event_type, "data": {"id": "pay_1"}}).encode()
     return headers([SECRET], webhook_id, body), body
+
+
+@pytest.fixture
+async def served(db: Database) -> AsyncIterator[tuple[WebhookReceiver, str]]:
+    """A receiver over real HTTP (uvicorn) with a database inbox, and its URL."""
+    got = WebhookReceiver(str(SECRET), inbox=DatabaseInbox(db), backoff=0.01)
+    port = free_port()
+    async with uvicorn_serving(got, port):
+        yield got, f"http://127.0.0.1:{port}/webhooks"
+    await got.drain()
 
 
 @pytest.fixture
@@ -123,16 +135,7 @@ async def test_end_to_end_dispatcher_to_a_uvicorn_receiver(
     async def handle(event: dict[str, Any]) -> None:
         handled.append(event)
 
-    server = uvicorn.Server(
-        uvicorn.Config(
-            Starlette(routes=[Route("/webhooks", got, methods=["POST"])]),
-            port=port,
-            log_level="warning",
-        )
-    )
-    serving = asyncio.create_task(server.serve())
-    try:
-        await until(lambda: _started(server), what="uvicorn to start")
+    async with uvicorn_serving(got, port):
         async with db.unit_of_work() as uow:
             event_id = await emit(uow, account_id, "payment.created", {"id": "pay_7"})
 
@@ -141,10 +144,83 @@ async def test_end_to_end_dispatcher_to_a_uvicorn_receiver(
 
         await until(arrived, what="the event to reach the handler")
         assert handled[0]["id"] == event_id
+    await got.drain()
+
+
+async def test_a_replay_with_a_repeated_webhook_header_is_refused(
+    served: tuple[WebhookReceiver, str],
+) -> None:
+    got, url = served
+    seen: list[str] = []
+
+    @got.on("*")
+    async def handle(event: dict[str, Any]) -> None:
+        seen.append(event["id"])
+
+    hdrs, body = signed()
+    fresh, _ = signed()
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(url, content=body, headers=hdrs)).status_code == 204
+        for name in ("webhook-id", "webhook-timestamp", "webhook-signature"):
+            # The captured delivery again, with a fresh value first and the signed one last.
+            replayed = [(name, fresh[name]), *hdrs.items()]
+            answer = await http.post(url, content=body, headers=replayed)
+            assert answer.status_code == 400, answer.text
+            assert answer.headers["content-type"] == "application/problem+json"
+            assert answer.json()["type"].endswith("/problems/webhook-header-repeated")
+            assert name in answer.json()["detail"]
+    await got.drain()
+    assert seen == [hdrs["webhook-id"]]
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+async def test_an_oversized_body_is_refused_before_it_is_read_whole(
+    served: tuple[WebhookReceiver, str], framing: str
+) -> None:
+    _, url = served
+    hdrs, _ = signed()
+    if framing == "content-length":
+        # Announced over the limit, and never sent at all.
+        framed, chunks = f"content-length: {2 * MAX_BODY}", []
+    else:
+        # One byte over the limit, and then the body never ends (no last chunk).
+        piece = b"x" * 65_536
+        chunk = b"%x\r\n%s\r\n" % (len(piece), piece)
+        framed, chunks = "transfer-encoding: chunked", [chunk] * (MAX_BODY // len(piece))
+        chunks.append(b"1\r\nx\r\n")
+    url_parts = httpx.URL(url)
+    head = "".join(f"{name}: {value}\r\n" for name, value in hdrs.items())
+    reader, writer = await asyncio.open_connection(url_parts.host, url_parts.port)
+    try:
+        writer.write(
+            f"POST {url_parts.path} HTTP/1.1\r\nhost: {url_parts.host}\r\n"
+            f"content-type: application/json\r\n{head}{framed}\r\n\r\n".encode()
+        )
+        writer.writelines(chunks)
+        await writer.drain()
+        # The receiver answers and closes while the body is still unfinished.
+        response = await asyncio.wait_for(reader.read(), timeout=10)
+    finally:
+        writer.close()
+    assert response.startswith(b"HTTP/1.1 413 "), response[:200]
+    assert b"application/problem+json" in response
+    assert b"/problems/payload-too-large" in response
+
+
+@contextlib.asynccontextmanager
+async def uvicorn_serving(app: ASGIApp, port: int) -> AsyncIterator[None]:
+    """`app` on 127.0.0.1:`port` (uvicorn, in this event loop) for the body of the `with`."""
+    routes = [Route("/webhooks", app, methods=["POST"])]
+    server = uvicorn.Server(
+        uvicorn.Config(Starlette(routes=routes), port=port, log_level="warning")
+    )
+    serving = asyncio.create_task(server.serve())
+    try:
+        await until(lambda: _started(server), what="uvicorn to start")
+        yield
     finally:
         server.should_exit = True
         await serving
-        await got.drain()
 
 
 async def _started(server: uvicorn.Server) -> bool:

@@ -13,6 +13,7 @@ UstunError
 ├── TransientError                 raised by a job to say "try me again later" (retried)
 ├── SignatureError                 a webhook failed Standard Webhooks verification
 │   ├── MissingHeaders             a webhook-id, -timestamp or -signature header absent or malformed
+│   ├── RepeatedHeaders            one of those headers sent more than once
 │   ├── TimestampOutOfRange        webhook-timestamp further from now than the tolerance
 │   └── InvalidSignature           no signature matches any of the secrets
 └── ClientError                    raised by `ustun.client`; carries the server's problem, if any
@@ -117,6 +118,10 @@ class SignatureError(UstunError):
 
 class MissingHeaders(SignatureError):
     """A Standard Webhooks header is absent or malformed."""
+
+
+class RepeatedHeaders(SignatureError):
+    """A Standard Webhooks header came more than once: which value was signed is ambiguous."""
 
 
 class TimestampOutOfRange(SignatureError):

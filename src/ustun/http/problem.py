@@ -56,10 +56,11 @@ CATALOGUE: Mapping[str, ProblemType] = {
         ProblemType(
             "idempotency-response-unavailable",
             409,
-            "Stored response too large to replay",
-            "The request with this Idempotency-Key was applied once, but its response was larger "
-            "than the replay limit and was not kept (a replay is never truncated). Read the "
-            "resource it created or changed, for example at the Location header.",
+            "Stored response not kept for replay",
+            "The request with this Idempotency-Key was applied once, but its response was not "
+            "kept: it was larger than the replay limit (a replay is never truncated), or it was "
+            "marked Cache-Control: no-store and the server had no key to keep it encrypted. Read "
+            "the resource it created or changed, for example at the Location header.",
         ),
         ProblemType(
             "precondition-required",
@@ -127,6 +128,14 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "Webhook signature invalid",
             "The webhook's Standard Webhooks headers are missing, its timestamp is outside the "
             "tolerance, or no signature matches the body under the receiver's secret.",
+        ),
+        ProblemType(
+            "webhook-header-repeated",
+            400,
+            "Webhook header repeated",
+            "A webhook-id, webhook-timestamp or webhook-signature header was sent more than "
+            "once. A delivery carries each of them once; a repeated one would let a replayed "
+            "message pass verification under one id and deduplication under another.",
         ),
         ProblemType(
             "payload-too-large",

@@ -10,10 +10,12 @@ Two modes:
   business data is in the same database.
 
 The response is buffered (any number of body chunks) and sent only once the record is settled.
+A body marked `Cache-Control: no-store` is stored sealed by the app's `Sealer` (see `sealing`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
@@ -29,6 +31,7 @@ from ustun.http.problem import MEDIA_TYPE, encode, problem
 from ustun.http.retry_after import format_retry_after
 from ustun.idempotency.policy import Policy, route_policy
 from ustun.idempotency.records import Claimed, Found, Record, State, StoredResponse
+from ustun.idempotency.sealing import Sealer, context, forbids_storing
 from ustun.idempotency.sql import SqlRecordStore
 from ustun.idempotency.store import RecordStore
 from ustun.settings import DEFAULT_IDEMPOTENCY_LEASE, DEFAULT_IDEMPOTENCY_TTL
@@ -37,7 +40,7 @@ from ustun.store import UnitOfWork
 log = logging.getLogger("ustun.idempotency")
 
 DEFAULT_MAX_BODY = 1024 * 1024
-REPLAY_HEADERS = ("content-type", "location", "etag")
+REPLAY_HEADERS = ("content-type", "location", "etag", "last-modified", "cache-control")
 REPLAYED_HEADER = "idempotent-replayed"
 # Never stored, as at Stripe: the request was refused before it did anything (validation,
 # a failed or missing precondition, rate limiting), so a corrected retry may use the same key.
@@ -143,6 +146,8 @@ class IdempotencyMiddleware:
     `transactional=True` the store must be a `SqlRecordStore` on the database the handlers use.
     `store_server_errors` (plain mode) keeps and replays a 5xx as Stripe does; False releases
     the key instead. In transactional mode a 5xx always rolls back and releases.
+    `sealer` encrypts the stored body of a `Cache-Control: no-store` response; without one,
+    such a body is not kept and its replay answers 409 `idempotency-response-unavailable`.
     """
 
     def __init__(
@@ -161,6 +166,7 @@ class IdempotencyMiddleware:
         replay_headers: Iterable[str] = (),
         store_server_errors: bool = True,
         scope_of: Callable[[Scope], str] = account_scope,
+        sealer: Sealer | None = None,
     ) -> None:
         if transactional and not isinstance(store, SqlRecordStore):
             raise TypeError("transactional mode needs a SqlRecordStore on the app's Database")
@@ -188,6 +194,7 @@ class IdempotencyMiddleware:
         )
         self.store_server_errors = store_server_errors
         self.scope_of = scope_of
+        self.sealer = sealer
 
     def _policy(self, scope: Scope) -> Policy:
         marked = route_policy(scope)
@@ -249,7 +256,7 @@ class IdempotencyMiddleware:
             await self.store.release(req.scope, req.key, claim.lease_token)
             raise
         if self._storable(status) and (status < 500 or self.store_server_errors):
-            stored = capture.stored(self.replay_headers)
+            stored = self._stored(capture, req)
             if not await self.store.complete(
                 req.scope, req.key, claim.lease_token, stored, ttl=self.ttl
             ):
@@ -288,7 +295,7 @@ class IdempotencyMiddleware:
                 if capture.status >= 400 or not self._storable(capture.status):
                     raise _Discard
                 uow = await held.begin()
-                stored = capture.stored(self.replay_headers)
+                stored = self._stored(capture, req)
                 uow.before_commit(self._completion(sql, uow, req, claim, stored))
         except _Discard:
             taken = await self._after_refusal(sql, req, claim, capture)
@@ -363,7 +370,7 @@ class IdempotencyMiddleware:
             if claim is not None:
                 await sql.release(req.scope, req.key, claim.lease_token)
             return None
-        stored = capture.stored(self.replay_headers)
+        stored = self._stored(capture, req)
         if claim is None:
             return await sql.settle(req.scope, req.key, req.fingerprint, stored, ttl=self.ttl)
         if not await sql.complete(req.scope, req.key, claim.lease_token, stored, ttl=self.ttl):
@@ -372,6 +379,24 @@ class IdempotencyMiddleware:
 
     def _storable(self, status: int) -> bool:
         return status not in UNSTORED_STATUSES
+
+    def _stored(self, capture: _Capture, req: _Request) -> StoredResponse:
+        """What to keep of the captured response: a `no-store` body only sealed, if at all."""
+        stored = capture.stored(self.replay_headers)
+        if stored.body is None or not forbids_storing(stored.headers):
+            return stored
+        if self.sealer is None:
+            return dataclasses.replace(stored, body=None)
+        sealed = self.sealer.seal_bytes(stored.body, context=context(req.scope, req.key))
+        return dataclasses.replace(stored, body=sealed)
+
+    def _opened(self, response: StoredResponse, req: _Request) -> bytes | None:
+        """The body to replay (unsealed), or None when it was not kept."""
+        if response.body is None or not forbids_storing(response.headers):
+            return response.body
+        if self.sealer is None:
+            return None
+        return self.sealer.open_bytes(response.body, context=context(req.scope, req.key))
 
     async def _answer_found(self, record: Record, req: _Request, scope: Scope, send: Send) -> None:
         if record.fingerprint != req.fingerprint:
@@ -394,22 +419,26 @@ class IdempotencyMiddleware:
                     "retry-after": format_retry_after(max(0.0, min(wait, IN_PROGRESS_RETRY_AFTER)))
                 },
             )
-        elif record.response.body is None:
+        elif (body := self._opened(record.response, req)) is None:
             _count("replayed")
-            headers = {n: v for n, v in record.response.headers if n.lower() == "location"}
+            response = record.response
+            why = (
+                "was marked Cache-Control: no-store and this server has no key to keep it sealed"
+                if self.sealer is None and forbids_storing(response.headers)
+                else f"exceeded the {self.max_body}-byte replay limit"
+            )
             await self._problem(
                 scope,
                 send,
                 "idempotency-response-unavailable",
-                f"The request with this Idempotency-Key completed with status "
-                f"{record.response.status}, but its response exceeded the {self.max_body}-byte "
-                "replay limit and was not kept.",
-                headers=headers,
-                original_status=record.response.status,
+                f"The request with this Idempotency-Key completed with status {response.status}, "
+                f"but its response {why} and was not kept.",
+                headers={n: v for n, v in response.headers if n.lower() == "location"},
+                original_status=response.status,
             )
         else:
             _count("replayed")
-            await _replay(record.response, send)
+            await _replay(record.response, body, send)
 
     async def _problem(
         self,
@@ -442,13 +471,12 @@ def _count(outcome: str) -> None:
     instrumentation.emit("idempotency", outcome=outcome)
 
 
-async def _replay(response: StoredResponse, send: Send) -> None:
-    assert response.body is not None
+async def _replay(response: StoredResponse, body: bytes, send: Send) -> None:
     headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in response.headers]
-    headers.append((b"content-length", b"%d" % len(response.body)))
+    headers.append((b"content-length", b"%d" % len(body)))
     headers.append((REPLAYED_HEADER.encode(), b"true"))
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
-    await send({"type": "http.response.body", "body": response.body})
+    await send({"type": "http.response.body", "body": body})
 
 
 class _Request:

@@ -28,7 +28,8 @@ class State(enum.StrEnum):
 class StoredResponse:
     """What a replay sends back: status, allow-listed headers and the exact body bytes.
 
-    `body` is None when the original body was over the size limit and was not kept.
+    `body` is None when the original body was over the size limit (or was `no-store` with no
+    sealer) and was not kept; a `no-store` body is kept sealed (`sealing`).
     """
 
     status: int

@@ -91,6 +91,8 @@ def create_app(
         prefix="/v1/",
         lease=settings.idempotency_lease,
         ttl=settings.idempotency_ttl,
+        # Responses that show a signing secret (no-store) are stored sealed under the same key.
+        sealer=app.state.secret_box,
     )
     # Added last, so it runs first: every response, even a 401, carries the request id.
     app.add_middleware(AuthMiddleware, db=database)

@@ -1,8 +1,9 @@
 """AsyncAPI 3.0 for the webhooks ustun sends, at `/asyncapi.json` and `/asyncapi.yaml`.
 
 One channel per event type, one `send` operation per channel, the message payload schemas
-from the event catalogue like the OpenAPI `webhooks` section, the Standard Webhooks headers,
-and the HMAC signature as the security scheme.
+from the event catalogue like the OpenAPI `webhooks` section (`event_docs.schemas`), the
+Standard Webhooks headers, and the HMAC signature as the security scheme. Every schema is a
+titled component, so generators (Modelina) name their models after it.
 """
 
 from __future__ import annotations
@@ -15,11 +16,30 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ustun import __version__
-from ustun.service.event_docs import SIGNATURE_HEADERS, component_name
-from ustun.service.event_types import EventType
+from ustun.service.event_docs import (
+    SIGNATURE_HEADERS,
+    component_name,
+    payload_name,
+    ref,
+    schemas,
+)
+from ustun.service.event_types import EventType, titled_object
 
+# The document is valid as 3.1.0 too (tests/service/test_asyncapi.py), and uses nothing 3.1
+# adds; it stays 3.0.0 because Modelina (5.10, the latest) takes AsyncAPI only up to 3.0.0
+# and reads a 3.1.0 document as plain JSON Schema (one model, `Root`).
 VERSION = "3.0.0"
 SECURITY_SCHEME = "webhookSignature"
+HEADERS = "WebhookHeaders"
+HEADERS_SCHEMA = titled_object(
+    HEADERS,
+    {
+        name: {**spec["schema"], "description": spec["description"]}
+        for name, spec in SIGNATURE_HEADERS.items()
+    },
+    required=list(SIGNATURE_HEADERS),
+    description="The Standard Webhooks headers of every delivery.",
+)
 
 
 def _message(event: EventType) -> dict[str, Any]:
@@ -28,15 +48,8 @@ def _message(event: EventType) -> dict[str, Any]:
         "title": event.name,
         "summary": event.description,
         "contentType": "application/json",
-        "headers": {
-            "type": "object",
-            "required": list(SIGNATURE_HEADERS),
-            "properties": {
-                name: {**spec["schema"], "description": spec["description"]}
-                for name, spec in SIGNATURE_HEADERS.items()
-            },
-        },
-        "payload": {"$ref": f"#/components/schemas/{component_name(event.name)}"},
+        "headers": ref(HEADERS),
+        "payload": ref(payload_name(event)),
     }
 
 
@@ -86,7 +99,7 @@ def document(events: Sequence[EventType], *, api_url: str = "") -> dict[str, Any
         "channels": channels,
         "operations": operations,
         "components": {
-            "schemas": {component_name(e.name): e.message_schema() for e in events},
+            "schemas": {HEADERS: HEADERS_SCHEMA, **schemas(events)},
             "messages": messages,
             "securitySchemes": {
                 SECURITY_SCHEME: {

@@ -24,9 +24,8 @@ from pydantic.json_schema import models_json_schema
 
 from ustun.http.problem import CATALOGUE, MEDIA_TYPE
 from ustun.idempotency.policy import MARKER
-from ustun.service import schemas
+from ustun.service import event_docs, schemas
 from ustun.service.documents import MERGE_PATCH, PATCH_SCHEMA
-from ustun.service.event_docs import SIGNATURE_HEADERS, component_name
 from ustun.service.event_types import EventType
 from ustun.service.payments import PATCH_MEDIA_TYPES, PaymentUpdate
 from ustun.service.report_formats import FORMATS
@@ -680,30 +679,11 @@ def _problem_schema() -> dict[str, Any]:
     }
 
 
-def _webhook(event: EventType) -> dict[str, Any]:
-    name = component_name(event.name)
-    return {
-        "post": {
-            "summary": event.name,
-            "description": event.description,
-            "operationId": f"webhook_{name}",
-            "tags": ["webhooks"],
-            "parameters": [
-                {"name": name, "in": "header", "required": True, **spec}
-                for name, spec in SIGNATURE_HEADERS.items()
-            ],
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}
-                },
-            },
-            "responses": {
-                "200": {"description": "Any 2xx within the timeout acknowledges the event."},
-                "410": {"description": "Gone: the endpoint is disabled at once."},
-            },
-        }
-    }
+def _add_schemas(components: dict[str, Any], found: Mapping[str, Any]) -> None:
+    """Add named schemas; two different ones under one name is a bug, never a silent overwrite."""
+    for name, schema in found.items():
+        if components.setdefault(name, schema) != schema:
+            raise ValueError(f"two different schemas are both named {name!r}")
 
 
 def complete(
@@ -718,9 +698,7 @@ def complete(
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas_.pop(unused, None)
     schemas_["Problem"] = _problem_schema()
-    for name, component in _component_schemas(notes).items():
-        if schemas_.setdefault(name, component) != component:
-            raise ValueError(f"two different schemas are both named {name!r}")
+    _add_schemas(schemas_, _component_schemas(notes))
     components["securitySchemes"] = {
         SECURITY_SCHEME: {
             "type": "http",
@@ -734,9 +712,8 @@ def complete(
             _complete_operation(path, method, operation, extra)
     _link_objects(doc, notes)
     if events:
-        doc["webhooks"] = {e.name: _webhook(e) for e in events}
-        for event in events:
-            schemas_[component_name(event.name)] = event.message_schema()
+        doc["webhooks"] = event_docs.openapi_webhooks(events)
+        _add_schemas(schemas_, event_docs.schemas(events))
     return doc
 
 

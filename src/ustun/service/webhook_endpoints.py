@@ -29,6 +29,8 @@ from ustun.webhooks.tables import deliveries, endpoints, events
 
 router = APIRouter(prefix="/v1/webhook-endpoints", tags=["webhooks"])
 PATH = "/v1/webhook-endpoints"
+# Answers that show a signing secret: no cache may keep them (RFC 9111 §5.2.2.5).
+NO_STORE = "no-store"
 IfMatch = Annotated[str | None, Header(description="ETag from a GET; 412 if it changed.")]
 
 Events = Annotated[list[str], Field(min_length=1, max_length=100)]
@@ -154,6 +156,7 @@ async def create_endpoint(
         )
         row = await _load(uow, account.id, endpoint_id)
     response.headers["location"] = f"{PATH}/{endpoint_id}"
+    response.headers["cache-control"] = NO_STORE
     return _respond(response, row) | {"secret": str(secret)}
 
 
@@ -244,6 +247,7 @@ async def rotate_secret(
     async with db.unit_of_work() as uow:
         secret = await ops.rotate(uow, box, await _load(uow, account.id, endpoint_id))
         row = await _load(uow, account.id, endpoint_id)
+    response.headers["cache-control"] = NO_STORE
     return _respond(response, row) | {"secret": str(secret)}
 
 

@@ -25,6 +25,7 @@ def dispatch_config(settings: Settings) -> DispatchConfig:
         timeout=settings.webhook_timeout,
         allow_private=settings.webhook_allow_private,
         lease=max(settings.webhook_lease, (CLAIM_ROUNDS + 2) * settings.webhook_timeout),
+        public_url=settings.public_base_url,
     )
 
 

@@ -12,6 +12,7 @@ The provider (outbox, dispatcher) and the Starlette receiver live in submodules 
 from ustun.http.errors import (
     InvalidSignature,
     MissingHeaders,
+    RepeatedHeaders,
     SignatureError,
     TimestampOutOfRange,
 )
@@ -21,6 +22,7 @@ from ustun.webhooks.verify import verify
 __all__ = [
     "InvalidSignature",
     "MissingHeaders",
+    "RepeatedHeaders",
     "Secret",
     "SignatureError",
     "TimestampOutOfRange",

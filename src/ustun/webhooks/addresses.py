@@ -1,20 +1,40 @@
-"""SSRF rules for outbound webhook URLs (pure): which schemes and addresses are refused.
+"""SSRF rules for outbound webhook URLs (pure): which schemes, hosts and addresses are refused.
 
 Refused: loopback, private (RFC 1918), link-local, CGNAT 100.64/10 (RFC 6598), multicast,
 reserved and unspecified addresses, IPv6 unique-local fc00::/7, and any IPv6 form that embeds
 such an IPv4 address (IPv4-mapped ::ffff:0:0/96, NAT64 64:ff9b::/96 of RFC 6052, 6to4, Teredo).
+A URL is read with yarl, exactly as aiohttp reads it before connecting, so 127.0.0.1 written
+in full-width digits is judged as the `127.0.0.1` it becomes; the host is also judged as a
+lenient parser (WHATWG URL, a proxy) would read it: percent-decoded, IDNA labels decoded,
+numbers in any base.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from urllib.parse import urlsplit
+import re
+from urllib.parse import unquote
+
+import idna
+from yarl import URL
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+ALLOW_PRIVATE_HINT = (
+    "the server setting USTUN_WEBHOOK_ALLOW_PRIVATE=1 allows plain http and private addresses "
+    "for development (it takes effect when the server restarts)"
+)
 
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
 _CGNAT = ipaddress.IPv4Network("100.64.0.0/10")
+
+# WHATWG URL §3.5 "IPv4 number": decimal, octal with a leading 0, hex with 0x (empty = 0).
+_IPV4_NUMBER = re.compile(r"0[xX][0-9a-fA-F]*|[0-9]+")
+# RFC 1123 §2.1 host names, with `_` as real DNS allows; yarl has already lowercased the host.
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+_MAX_HOST_NAME = 253
 
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
@@ -54,30 +74,116 @@ def forbidden_reason(ip: IPAddress) -> str | None:
     return None
 
 
-def literal_address(host: str) -> IPAddress | None:
-    """The address when `host` is an IP literal (brackets allowed), else None."""
+def _private(reason: str) -> str:
+    """A refusal that USTUN_WEBHOOK_ALLOW_PRIVATE lifts, saying so."""
+    return f"{reason}; {ALLOW_PRIVATE_HINT}"
+
+
+def address_refusal(address: str) -> str | None:
+    """Why a socket may not connect to `address` (a numeric host), or None; for the transport."""
     try:
-        return ipaddress.ip_address(host.strip("[]"))
+        ip = ipaddress.ip_address(address)
     except ValueError:
+        return f"{address!r} is not an IP address"
+    reason = forbidden_reason(ip)
+    return None if reason is None else _private(reason)
+
+
+def _ipv4_number(part: str) -> int:
+    if not _IPV4_NUMBER.fullmatch(part):
+        raise ValueError(part)
+    if part[:2].lower() == "0x":
+        return int(part[2:] or "0", 16)
+    if len(part) > 1 and part.startswith("0"):
+        return int(part, 8)
+    return int(part)
+
+
+def _ipv4(name: str) -> ipaddress.IPv4Address | None:
+    """WHATWG URL §3.5 IPv4 parser: None unless `name` ends in a number; ValueError if invalid.
+
+    This is how browsers and the C library's inet_aton read `2130706433`, `0x7f.1`, `0177.0.0.1`.
+    """
+    parts = name.split(".")
+    if not _IPV4_NUMBER.fullmatch(parts[-1]):
         return None
+    if len(parts) > 4:
+        raise ValueError(name)
+    numbers = [_ipv4_number(part) for part in parts]
+    *head, last = numbers
+    if any(n > 255 for n in head) or last >= 256 ** (5 - len(numbers)):
+        raise ValueError(name)
+    return ipaddress.IPv4Address(sum(n << (8 * (3 - i)) for i, n in enumerate(head)) + last)
+
+
+def _readings(host: str) -> list[str]:
+    """`host` as aiohttp will use it, then as lenient parsers may read it: percent-decoded,
+    then with `xn--` labels decoded and mapped (UTS #46: full-width digits, `。`, `①`)."""
+    decoded = unquote(host)
+    readings = [host, decoded]
+    try:
+        labels = [
+            label[4:].encode("ascii").decode("punycode") if label.startswith("xn--") else label
+            for label in decoded.split(".")
+        ]
+        readings.append(idna.uts46_remap(".".join(labels), std3_rules=False))
+    except (UnicodeError, idna.IDNAError):
+        pass  # not decodable: as a name, the connect-time check still vets what it resolves to
+    return readings
+
+
+def host_refusal(host: str) -> str | None:
+    """Why webhooks may not go to `host` (a URL's `raw_host`, as yarl gives it), or None.
+
+    A private target under any reading wins; else the host must be a dotted-quad IPv4 address
+    (aiohttp refuses `127.1` but resolves `0x7f000001`), an IPv6 address or a DNS name.
+    """
+    if ":" in host:
+        try:
+            ip: IPAddress = ipaddress.ip_address(unquote(host))
+        except ValueError:
+            return f"{host!r} is not a valid IPv6 address"
+        reason = forbidden_reason(ip)
+        return None if reason is None else _private(reason)
+    malformed = None
+    for reading in _readings(host):
+        name = reading.rstrip(".").lower()
+        if name == "localhost" or name.endswith(".localhost"):
+            return _private(f"{host} is a loopback name (RFC 6761 §6.3)")
+        try:
+            ipv4 = _ipv4(name)
+        except ValueError:
+            malformed = malformed or f"the host {host!r} ends in a number but is no IPv4 address"
+            continue
+        if ipv4 is None:
+            continue
+        reason = forbidden_reason(ipv4)
+        if host != str(ipv4):
+            malformed = malformed or f"write the IPv4 address {ipv4} as a.b.c.d, not {host!r}"
+            if reason is not None:
+                reason = f"{reason} (the host {host!r} reads as {ipv4})"
+        if reason is not None:
+            return _private(reason)
+    if malformed is None and (len(host) > _MAX_HOST_NAME or not _HOST_NAME.fullmatch(host)):
+        malformed = f"{host!r} is not a valid host name"
+    return malformed
 
 
 def url_refusal(url: str, *, allow_private: bool) -> str | None:
-    """Why `url` may not receive webhooks (scheme, host, literal address), or None if it may."""
+    """Why `url` may not receive webhooks (scheme, host, address), or None if it may.
+
+    `url` is read with yarl as aiohttp reads it, so the host judged is the one it connects to.
+    """
     try:
-        parts = urlsplit(url)
-        host = parts.hostname
-        _ = parts.port
+        target = URL(url)
+        _ = target.port
     except ValueError as exc:
         return f"not a valid URL: {exc}"
     allowed = ("https", "http") if allow_private else ("https",)
-    if parts.scheme not in allowed:
-        return "the URL must use https"
-    if not host:
+    if target.scheme not in allowed:
+        return f"the URL must use https; {ALLOW_PRIVATE_HINT}"
+    if not target.raw_host:
         return "the URL has no host"
-    if parts.username or parts.password:
+    if target.user is not None or target.password is not None:
         return "the URL must not carry credentials"
-    if allow_private:
-        return None
-    ip = literal_address(host)
-    return None if ip is None else forbidden_reason(ip)
+    return None if allow_private else host_refusal(target.raw_host)

@@ -87,6 +87,8 @@ class DispatchConfig:
     timeout: float
     allow_private: bool
     lease: float
+    # The service's public URL: a thin payload's `data.url` is the object's path under it.
+    public_url: str
     poll_interval: float = DEFAULT_POLL_INTERVAL
     batch: int = DEFAULT_BATCH
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
@@ -220,7 +222,9 @@ class Dispatcher:
             taken[endpoint.id] += 1
             body = bodies.get((item.event_id, endpoint.payload))
             if body is None:
-                body = bodies[(item.event_id, endpoint.payload)] = _body(item, endpoint.payload)
+                body = bodies[(item.event_id, endpoint.payload)] = _body(
+                    item, endpoint.payload, self.config.public_url
+                )
             task = asyncio.create_task(self._deliver(http, item, endpoint, gate, body, deadline))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -441,7 +445,7 @@ class Dispatcher:
             await endpoint_ops.disable(uow, endpoint_id, "the endpoint answered 410 Gone")
 
 
-def _body(item: Claim, payload: str) -> bytes:
+def _body(item: Claim, payload: str, public_url: str) -> bytes:
     """The serialised event of a claimed delivery, in the endpoint's payload form."""
     return message.stored_body(
         item.event_id,
@@ -450,4 +454,5 @@ def _body(item: Claim, payload: str) -> bytes:
         item.event_data,
         payload=payload,
         object_url=item.object_url,
+        base_url=public_url,
     )

@@ -1,4 +1,9 @@
-"""The body a receiver gets: `{"id", "type", "created_at", "api_version", "data"}`."""
+"""The body a receiver gets: `{"id", "type", "created_at", "api_version", "data"}`.
+
+`data` is the object the event is about (`full`), or for a `thin` endpoint only its `id` and
+absolute `url`, to fetch it with the API. An event about no object (`ping`,
+`endpoint.disabled`) has no URL and is always sent full.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import json
 from datetime import datetime
 from json.encoder import encode_basestring
 from typing import Any
+from urllib.parse import urlsplit
 
 from ustun.clock import rfc3339
 
@@ -23,6 +29,13 @@ def stored_data(data: dict[str, Any]) -> str:
     return _encode_stored(data)
 
 
+def absolute(base_url: str, url: str) -> str:
+    """`url` (a path on the API, like `/v1/payments/pay_1`) under `base_url`; absolute as is."""
+    if urlsplit(url).scheme:
+        return url
+    return f"{base_url.rstrip('/')}/{url.lstrip('/')}"
+
+
 def body(
     event_id: str,
     event_type: str,
@@ -31,10 +44,12 @@ def body(
     *,
     payload: str = FULL,
     object_url: str | None = None,
+    base_url: str = "",
 ) -> bytes:
-    """Serialise an event; a `thin` payload carries only the object's `id` and `url`."""
-    if payload == THIN:
-        data = {"id": data.get("id"), "url": object_url}
+    """Serialise an event; a `thin` payload carries only the object's `id` and absolute `url`
+    (`object_url` under `base_url`, the service's public URL)."""
+    if payload == THIN and object_url is not None:
+        data = {"id": data.get("id"), "url": absolute(base_url, object_url)}
     message = {
         "id": event_id,
         "type": event_type,
@@ -53,13 +68,14 @@ def stored_body(
     *,
     payload: str = FULL,
     object_url: str | None = None,
+    base_url: str = "",
 ) -> bytes:
     """`body` from the `stored_data` text, without decoding it when that gives the same bytes.
 
     Stored text without `\\u` escapes is exactly what `body` would write for `data`, so a full
     payload splices it in (the dispatcher builds a body per delivery).
     """
-    if payload == THIN or "\\u" in data:
+    if (payload == THIN and object_url is not None) or "\\u" in data:
         return body(
             event_id,
             event_type,
@@ -67,6 +83,7 @@ def stored_body(
             json.loads(data),
             payload=payload,
             object_url=object_url,
+            base_url=base_url,
         )
     return (
         f'{{"id":{_string(event_id)},"type":{_string(event_type)},'

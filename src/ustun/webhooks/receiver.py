@@ -9,7 +9,8 @@
 
 A verified, new event is recorded in the inbox and answered `204` at once; its handler runs in
 the background, retried with backoff on failure (never pushed back on the sender). A duplicate
-`webhook-id` is answered `200` without running anything.
+`webhook-id` is answered `200` without running anything. A repeated `webhook-*` header is
+refused (`400`), and a body over `MAX_BODY` is refused (`413`) without reading past the limit.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from ustun.http.errors import SignatureError
+from ustun.http.errors import RepeatedHeaders, SignatureError
 from ustun.http.problem import MEDIA_TYPE, encode, problem
 from ustun.http.signature import DEFAULT_TOLERANCE, Secret
 from ustun.webhooks.inbox import Inbox
 from ustun.webhooks.patterns import matches
-from ustun.webhooks.verify import verify
+from ustun.webhooks.verify import verify_delivery
 
 log = logging.getLogger("ustun.webhooks.receiver")
 
@@ -82,15 +83,23 @@ class WebhookReceiver:
     async def _respond(self, request: Request) -> Response:
         if request.method != "POST":
             return Response(status_code=405, headers={"allow": "POST"})
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            return _problem("payload-too-large", f"Webhook bodies are limited to {MAX_BODY} bytes.")
+        body = await _body(request, MAX_BODY)
+        if body is None:
+            # Closing the connection stops a client that is still sending (RFC 9110 §15.5.14).
+            return _problem(
+                "payload-too-large",
+                f"Webhook bodies are limited to {MAX_BODY} bytes.",
+                headers={"connection": "close"},
+            )
         try:
-            event = verify(self.secrets, request.headers, body, self.tolerance)
+            delivery = verify_delivery(self.secrets, request.headers, body, self.tolerance)
         except SignatureError as exc:
             log.warning("refused a webhook: %s", exc)
-            return _problem("webhook-signature-invalid", str(exc))
-        webhook_id = request.headers["webhook-id"]
+            repeated = isinstance(exc, RepeatedHeaders)
+            return _problem(
+                "webhook-header-repeated" if repeated else "webhook-signature-invalid", str(exc)
+            )
+        webhook_id, event = delivery.id, delivery.event
         event_type = str(event.get("type", ""))
         if not await self.inbox.claim(webhook_id, event_type):
             return JSONResponse({"duplicate": True}, status_code=200)
@@ -126,6 +135,23 @@ class WebhookReceiver:
             await asyncio.gather(*self._running, return_exceptions=True)
 
 
-def _problem(slug: str, detail: str) -> Response:
+async def _body(request: Request, limit: int) -> bytes | None:
+    """The request body, or None as soon as it is known to be over `limit` (not read further)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _problem(slug: str, detail: str, headers: dict[str, str] | None = None) -> Response:
     body = problem(slug, detail)
-    return Response(encode(body), status_code=body["status"], media_type=MEDIA_TYPE)
+    return Response(
+        encode(body), status_code=body["status"], media_type=MEDIA_TYPE, headers=headers
+    )

@@ -1,4 +1,6 @@
-"""Signing secrets at rest: AES-256-GCM under a key derived with HKDF-SHA256.
+"""Secrets at rest: AES-256-GCM under a key derived with HKDF-SHA256.
+
+It seals webhook signing secrets, and stored idempotent responses that carry one.
 
 The master key comes from `USTUN_SECRET_KEY`. With SQLite and no key set, one is generated
 once into `<database file>.key` (mode 0600) beside the database; PostgreSQL deployments run on
@@ -31,7 +33,7 @@ class SecretKeyError(UstunError):
 
 
 class SecretBox:
-    """Seal and open short secrets; `context` (the endpoint id) is bound as associated data."""
+    """Seal and open secrets; `context` (e.g. the endpoint id) is bound as associated data."""
 
     def __init__(self, master_key: str) -> None:
         derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
@@ -39,23 +41,30 @@ class SecretBox:
         )
         self._aead = AESGCM(derived)
 
+    def seal_bytes(self, plaintext: bytes, *, context: str) -> bytes:
+        """Encrypt `plaintext` under a fresh nonce; the result is `nonce || ciphertext || tag`."""
+        nonce = os.urandom(_NONCE_BYTES)
+        return nonce + self._aead.encrypt(nonce, plaintext, context.encode())
+
+    def open_bytes(self, sealed: bytes, *, context: str) -> bytes:
+        """Decrypt what `seal_bytes` made for the same `context`."""
+        try:
+            return self._aead.decrypt(
+                sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:], context.encode()
+            )
+        except InvalidTag:
+            raise SecretKeyError(
+                "a sealed secret does not decrypt: USTUN_SECRET_KEY differs from the key it "
+                "was sealed with"
+            ) from None
+
     def seal(self, plaintext: str, *, context: str) -> str:
         """Encrypt `plaintext`; the result is base64 text for a column."""
-        nonce = os.urandom(_NONCE_BYTES)
-        sealed = self._aead.encrypt(nonce, plaintext.encode(), context.encode())
-        return base64.b64encode(nonce + sealed).decode()
+        return base64.b64encode(self.seal_bytes(plaintext.encode(), context=context)).decode()
 
     def open(self, token: str, *, context: str) -> str:
         """Decrypt what `seal` made for the same `context`."""
-        raw = base64.b64decode(token)
-        try:
-            plain = self._aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], context.encode())
-        except InvalidTag:
-            raise SecretKeyError(
-                "a webhook secret does not decrypt: USTUN_SECRET_KEY differs from the key it "
-                "was sealed with"
-            ) from None
-        return plain.decode()
+        return self.open_bytes(base64.b64decode(token), context=context).decode()
 
 
 def _read_or_create(path: Path) -> str:

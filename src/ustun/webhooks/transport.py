@@ -1,58 +1,59 @@
 """Sending one signed POST with aiohttp: no redirects, a deadline, and the SSRF guard.
 
-The guard sits in the resolver, so the addresses it vets are the ones the connector connects
-to (no second lookup); IP literals, which aiohttp never resolves, are vetted before sending.
+The guard has two layers. Before sending, the URL is parsed with yarl into the very `URL`
+object aiohttp is handed, and its host is vetted (`url_refusal`). Then every socket the
+connector opens is vetted in its socket factory, with the numeric address it is about to
+connect to: IP literals, resolved names, cached lookups and every happy-eyeballs attempt all
+pass through it, so no TCP connection to a refused address is ever opened.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import socket
 import time
 from dataclasses import dataclass
-from ipaddress import ip_address
 from typing import Any
 
 import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import DefaultResolver
+from yarl import URL
 
 from ustun import __version__
-from ustun.webhooks.addresses import forbidden_reason, url_refusal
+from ustun.webhooks.addresses import address_refusal, url_refusal
 
 RESPONSE_EXCERPT = 4096
 USER_AGENT = f"ustun/{__version__}"
 
 
 class RefusedAddress(OSError):
-    """The host resolved to an address webhooks may not reach."""
+    """A connection to an address webhooks may not reach was about to be opened (EACCES)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(errno.EACCES, f"refused: {reason}")
 
 
-class GuardedResolver(AbstractResolver):
-    """Resolve with `inner`, refusing the whole host if any address it gives is forbidden."""
+def guarded_socket(addr_info: aiohttp.AddrInfoType) -> socket.socket:
+    """The connector's socket factory: a socket for `addr_info`, unless its address is refused.
 
-    def __init__(self, inner: AbstractResolver | None = None) -> None:
-        self._inner = inner or DefaultResolver()
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        results = await self._inner.resolve(host, port, family)
-        for result in results:
-            reason = forbidden_reason(ip_address(result["host"]))
-            if reason is not None:
-                raise RefusedAddress(f"refused: {host} resolves to {reason}")
-        return results
-
-    async def close(self) -> None:
-        await self._inner.close()
+    aiohttp calls it for each address it then connects to, so this sees the real destination.
+    """
+    family, kind, proto, _, address = addr_info
+    reason = address_refusal(address[0])
+    if reason is not None:
+        raise RefusedAddress(reason)
+    return socket.socket(family, kind, proto)
 
 
 TIMED_OUT = "timed out"
 
-# `url_refusal` is a pure function of the URL, and a worker sends to few URLs many times.
-_url_refusal = functools.lru_cache(maxsize=4096)(url_refusal)
+
+@functools.lru_cache(maxsize=4096)
+def _target(url: str, allow_private: bool) -> URL | str:
+    """`url` as the `URL` aiohttp will use, or why it is refused (cached: few URLs, many sends)."""
+    refusal = url_refusal(url, allow_private=allow_private)
+    return URL(url) if refusal is None else refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +84,8 @@ def session(*, timeout: float, allow_private: bool, limit: int) -> aiohttp.Clien
     connector = aiohttp.TCPConnector(
         limit=limit,
         limit_per_host=0,
-        resolver=None if allow_private else GuardedResolver(),
         ttl_dns_cache=10,
+        socket_factory=None if allow_private else guarded_socket,
     )
     return aiohttp.ClientSession(
         connector=connector,
@@ -121,12 +122,12 @@ async def post(
     def elapsed() -> float:
         return (time.perf_counter() - started) * 1000
 
-    refusal = _url_refusal(url, allow_private=allow_private)
-    if refusal is not None:
-        return Outcome(None, elapsed(), error=f"refused: {refusal}")
+    target = _target(url, allow_private)
+    if isinstance(target, str):
+        return Outcome(None, elapsed(), error=f"refused: {target}")
     kwargs: dict[str, Any] = {"data": body, "headers": headers, "allow_redirects": False}
     try:
-        async with http.post(url, **kwargs) as response:
+        async with http.post(target, **kwargs) as response:
             excerpt = await _excerpt(response)
             return Outcome(
                 response.status,
@@ -138,7 +139,8 @@ async def post(
         return Outcome(None, elapsed(), error=TIMED_OUT)
     except aiohttp.ClientConnectorError as exc:
         cause = exc.os_error
-        message = str(cause) if isinstance(cause, RefusedAddress) else f"connection failed: {exc}"
+        refused = isinstance(cause, RefusedAddress)
+        message = cause.strerror if refused else f"connection failed: {exc}"
         return Outcome(None, elapsed(), error=message)
     except (aiohttp.ClientError, asyncio.IncompleteReadError, OSError) as exc:
         return Outcome(None, elapsed(), error=f"{type(exc).__name__}: {exc}")

@@ -9,33 +9,18 @@ import uuid
 import httpx
 from fastapi import FastAPI
 
-from dashboard_support import log_in
+from dashboard_support import SECRET, create_endpoint, log_in
 from ustun.service.accounts import create_key
 
-SECRET = re.compile(r"whsec_[A-Za-z0-9+/=]+")
-ENDPOINT = re.compile(r"/dashboard/endpoints/(we_[A-Za-z0-9]+)")
 EVENT = re.compile(r"/dashboard/events/(evt_[A-Za-z0-9]+)")
 DELIVERY = re.compile(r"/dashboard/deliveries/(dlv_[A-Za-z0-9]+)")
-
-
-async def _create_endpoint(browser: httpx.AsyncClient, csrf: str, url: str) -> tuple[str, str]:
-    created = await browser.post(
-        "/dashboard/endpoints",
-        data={"csrf_token": csrf, "url": url, "events": "payment.* ping", "payload": "full"},
-    )
-    assert created.status_code == 200, created.text
-    secret = SECRET.search(created.text)
-    endpoint = ENDPOINT.search(created.text)
-    assert secret, created.text
-    assert endpoint, created.text
-    return endpoint.group(1), secret.group()
 
 
 async def test_create_an_endpoint_and_see_its_secret_once(
     browser: httpx.AsyncClient, api_key: str
 ) -> None:
     csrf = await log_in(browser, api_key)
-    endpoint_id, secret = await _create_endpoint(browser, csrf, "https://example.com/hook")
+    endpoint_id, secret = await create_endpoint(browser, csrf, "https://example.com/hook")
     listing = await browser.get("/dashboard/endpoints")
     assert endpoint_id in listing.text
     assert "https://example.com/hook" in listing.text
@@ -57,7 +42,7 @@ async def test_a_bad_url_is_explained_on_the_page(browser: httpx.AsyncClient, ap
 
 async def test_disable_enable_rotate_and_test(browser: httpx.AsyncClient, api_key: str) -> None:
     csrf = await log_in(browser, api_key)
-    endpoint_id, secret = await _create_endpoint(browser, csrf, "https://example.com/a")
+    endpoint_id, secret = await create_endpoint(browser, csrf, "https://example.com/a")
     base = f"/dashboard/endpoints/{endpoint_id}"
 
     disabled = await browser.post(f"{base}/enabled", data={"csrf_token": csrf, "enabled": "false"})
@@ -109,7 +94,7 @@ async def test_disable_enable_rotate_and_test(browser: httpx.AsyncClient, api_ke
 
 async def test_actions_need_the_csrf_token(browser: httpx.AsyncClient, api_key: str) -> None:
     csrf = await log_in(browser, api_key)
-    endpoint_id, _ = await _create_endpoint(browser, csrf, "https://example.com/c")
+    endpoint_id, _ = await create_endpoint(browser, csrf, "https://example.com/c")
     for path, data in [
         ("/dashboard/endpoints", {"url": "https://example.com/d"}),
         (f"/dashboard/endpoints/{endpoint_id}/enabled", {"enabled": "false"}),
@@ -130,7 +115,7 @@ async def test_another_account_sees_nothing_of_the_first(app: FastAPI, api_key: 
         httpx.AsyncClient(transport=transport, base_url="http://testserver") as second,
     ):
         csrf = await log_in(first, api_key)
-        endpoint_id, _ = await _create_endpoint(first, csrf, "https://example.com/mine")
+        endpoint_id, _ = await create_endpoint(first, csrf, "https://example.com/mine")
         await first.post(f"/dashboard/endpoints/{endpoint_id}/test", data={"csrf_token": csrf})
         events = await first.get("/dashboard/events")
         event_id = EVENT.search(events.text)

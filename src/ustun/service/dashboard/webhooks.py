@@ -114,7 +114,9 @@ async def create_endpoint(
         )
     except (ProblemError, ValidationError) as exc:
         return await _endpoints_page(request, who, error=_problem_text(exc))
-    return await _endpoints_page(request, who, created=created)
+    shown = await _endpoints_page(request, who, created=created)
+    shown.headers["cache-control"] = endpoints_api.NO_STORE
+    return shown
 
 
 async def _endpoint_page(
@@ -178,7 +180,9 @@ async def rotate(request: Request, who: Posting, endpoint_id: str) -> Response:
     rotated = await endpoints_api.rotate_secret(
         endpoint_id, who.account, _db(request), request.app.state.secret_box, Response()
     )
-    return await _endpoint_page(request, who, endpoint_id, secret=rotated["secret"])
+    shown = await _endpoint_page(request, who, endpoint_id, secret=rotated["secret"])
+    shown.headers["cache-control"] = endpoints_api.NO_STORE
+    return shown
 
 
 @router.post("/endpoints/{endpoint_id}/test")

@@ -1,0 +1,43 @@
+"""Stored responses that must not rest in clear: those marked `Cache-Control: no-store`.
+
+A response that shows a secret (a webhook signing secret, say) says `no-store`, yet its retry
+must still get it back. So the middleware keeps its body encrypted with a `Sealer` the app
+passes in (the service passes its `SecretBox`); without one, the body is not kept at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+CACHE_CONTROL = "cache-control"
+NO_STORE = "no-store"
+_CONTEXT = "ustun idempotency response"
+
+
+class Sealer(Protocol):
+    """Authenticated encryption of stored bodies, `context` bound as associated data."""
+
+    def seal_bytes(self, plaintext: bytes, *, context: str) -> bytes:
+        """Encrypt `plaintext` for `context`."""
+        ...
+
+    def open_bytes(self, sealed: bytes, *, context: str) -> bytes:
+        """Decrypt what `seal_bytes` made for the same `context`; raise if it was altered."""
+        ...
+
+
+def forbids_storing(headers: Iterable[tuple[str, str]]) -> bool:
+    """Whether a `Cache-Control` header has the `no-store` directive (RFC 9111 §5.2.2.5)."""
+    return any(
+        directive.split("=", 1)[0].strip().lower() == NO_STORE
+        for name, value in headers
+        if name.lower() == CACHE_CONTROL
+        for directive in value.split(",")
+    )
+
+
+def context(scope: str, key: str) -> str:
+    """The associated data of one record's body: it opens under no other scope or key."""
+    # A key is visible ASCII (no NUL), so the NUL after it keeps every pair apart.
+    return f"{_CONTEXT}\0{key}\0{scope}"

@@ -1,0 +1,110 @@
+"""Signing secrets never rest in clear: not in endpoints, not in stored idempotent answers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy.engine import make_url
+
+from dashboard_support import SECRET, create_endpoint, log_in
+from support import BACKENDS, migrate_database
+from ustun.service import create_app
+from ustun.settings import Settings
+from ustun.store import Database
+
+HOOK = "https://hooks.example.com/ustun"
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database of this test's own, so that the whole of it can be searched."""
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("own_postgresql_url")
+        return url
+    url = f"sqlite:///{tmp_path / 'ustun.db'}"
+    migrate_database(url)
+    return url
+
+
+@pytest.fixture
+async def app(settings: Settings, db: Database) -> AsyncIterator[FastAPI]:
+    application = create_app(settings, db=db)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+async def everything_stored(database_url: str) -> bytes:
+    """Every byte the database holds: the SQLite file and its WAL, or every PostgreSQL row."""
+    url = make_url(database_url)
+    if url.drivername.startswith("sqlite"):
+        assert url.database is not None
+        files = [Path(url.database), Path(url.database + "-wal")]
+        return b"".join(f.read_bytes() for f in files if f.exists())
+    conn = await asyncpg.connect(url.set(drivername="postgresql").render_as_string(False))
+    try:
+        tables = await conn.fetch(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = 'public' AND table_type = 'BASE TABLE'"
+        )
+        dumped = []
+        for table in tables:
+            for row in await conn.fetch(f'SELECT * FROM "{table["table_name"]}"'):
+                dumped += [v if isinstance(v, bytes) else str(v).encode() for v in row.values()]
+        assert tables
+        assert dumped
+        return b"\n".join(dumped)
+    finally:
+        await conn.close()
+
+
+async def test_created_and_rotated_secrets_replay_but_never_rest_in_clear(
+    app: FastAPI, api_key: str, database_url: str
+) -> None:
+    transport = httpx.ASGITransport(app=app)
+    auth = {"authorization": f"Bearer {api_key}"}
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://t", headers=auth) as api,
+        httpx.AsyncClient(transport=transport, base_url="http://t") as browser,
+    ):
+        create = {"idempotency-key": str(uuid.uuid4())}
+        made = await api.post("/v1/webhook-endpoints", json={"url": HOOK}, headers=create)
+        again = await api.post("/v1/webhook-endpoints", json={"url": HOOK}, headers=create)
+        rotate = {"idempotency-key": str(uuid.uuid4())}
+        path = f"{made.headers['location']}/rotate-secret"
+        rotated = await api.post(path, headers=rotate)
+        rotated_again = await api.post(path, headers=rotate)
+        for first, replay in ((made, again), (rotated, rotated_again)):
+            assert first.status_code == replay.status_code, first.text
+            assert replay.json()["secret"] == first.json()["secret"]
+            assert replay.headers["idempotent-replayed"] == "true"
+            assert first.headers["cache-control"] == replay.headers["cache-control"] == "no-store"
+            assert replay.headers["etag"] == first.headers["etag"]
+        assert len((await api.get("/v1/webhook-endpoints")).json()["data"]) == 1
+
+        csrf = await log_in(browser, api_key)
+        shown_on_create = await browser.post(
+            "/dashboard/endpoints", data={"csrf_token": csrf, "url": HOOK, "events": "*"}
+        )
+        endpoint_id, dashboard_secret = await create_endpoint(browser, csrf, HOOK)
+        shown_on_rotate = await browser.post(
+            f"/dashboard/endpoints/{endpoint_id}/rotate", data={"csrf_token": csrf}
+        )
+        for shown in (shown_on_create, shown_on_rotate):
+            assert SECRET.search(shown.text), shown.text
+            assert shown.headers["cache-control"] == "no-store"
+        assert "no-store" not in (await browser.get("/dashboard/endpoints")).headers.get(
+            "cache-control", ""
+        )
+
+        stored = await everything_stored(database_url)
+    secrets = [made.json()["secret"], rotated.json()["secret"], dashboard_secret]
+    secrets.append(SECRET.search(shown_on_rotate.text).group())  # type: ignore[union-attr]
+    assert stored.count(b"whsec_") == 0
+    for secret in secrets:
+        assert secret.removeprefix("whsec_").encode() not in stored

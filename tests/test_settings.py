@@ -1,0 +1,26 @@
+"""`ustun.settings`: the public URL a thin webhook's `data.url` is built on."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from ustun.settings import Settings
+
+
+def test_the_public_url_defaults_to_where_the_service_listens() -> None:
+    assert Settings(host="10.0.0.5", port=9000).public_base_url == "http://10.0.0.5:9000"
+    assert Settings(host="::1", port=8000).public_base_url == "http://[::1]:8000"
+
+
+def test_the_public_url_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("USTUN_PUBLIC_URL", "https://api.example.com/ustun/")
+    assert Settings().public_base_url == "https://api.example.com/ustun"
+
+
+@pytest.mark.parametrize(
+    "url", ["/v1", "api.example.com", "ftp://api.example.com", "https://api.example.com/?a=1"]
+)
+def test_a_public_url_that_is_not_an_absolute_http_url_is_refused(url: str) -> None:
+    with pytest.raises(ValidationError, match="absolute http"):
+        Settings(public_url=url)
