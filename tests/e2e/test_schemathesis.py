@@ -78,6 +78,7 @@ def test_the_full_run_finds_nothing_but_documented_refusals(served: Served, tmp_
             "--report-json-path",
             str(tmp_path / "report.json"),
         ],
+        cwd=tmp_path,  # its cache (`.schemathesis/`) stays out of the repository
         capture_output=True,
         text=True,
         timeout=600,
