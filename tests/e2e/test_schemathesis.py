@@ -20,8 +20,8 @@ from support import Served
 
 pytestmark = pytest.mark.e2e
 
-EXAMPLES = 12  # per operation and phase: the run stays near a minute per database
-STATEFUL_STEPS = 30
+EXAMPLES = 8  # per operation and phase: the run stays well under a minute per database
+STATEFUL_STEPS = 20
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 
 CONFIG = f"""
