@@ -97,11 +97,8 @@ _REQUEST_HEADERS: Mapping[str, dict[str, Any]] = {
         "schema": {"type": "string"},
     },
 }
-# On PUT, `*` creates; any other value, malformed too, is a tag list that a new id never matches.
-_CREATE_ONLY = {
-    "description": "`*` to create only if nothing exists at this id (else 412).",
-    "schema": {"type": "string"},
-}
+# On a write, `*` creates only; any other value (malformed too) is left to If-Match.
+_CREATE_ONLY = {"description": "`*`: create only if nothing exists at this id (else 412)."}
 
 # Response headers, by the name the service sends.
 _RESPONSE_HEADERS: Mapping[str, dict[str, Any]] = {
@@ -591,7 +588,6 @@ def _complete_operation(path: str, method: str, operation: dict[str, Any], extra
     if notes.if_none_match and "if-none-match" not in present:
         params.append(_request_header("if-none-match", required=False))
     if notes.body is not None:
-        # PUT's If-None-Match is `*` (create only) or a list of tags.
         ref = {"$ref": f"#/components/schemas/{notes.body.name}"}
         operation["requestBody"] = {
             "required": True,
