@@ -4,6 +4,7 @@ resource schemas, headers, media types, the key grammar, problems, links, webhoo
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,9 +13,12 @@ import pytest
 from fastapi import APIRouter, Header
 from hypothesis import given
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
+from referencing.jsonschema import DRAFT202012
 
+from support import schema_validators
 from ustun.http.idempotency_key import InvalidIdempotencyKey, parse_idempotency_key
 from ustun.http.problem import CATALOGUE
 from ustun.service import create_app
@@ -332,3 +336,82 @@ def test_conditional_headers_have_one_name_whoever_reads_them(document: dict[str
         assert "if-match" not in names
     link = item["get"]["responses"]["200"]["links"]["UpdateEndpoint"]
     assert link["parameters"]["header.If-Match"] == "$response.header.ETag"
+
+
+async def test_what_the_handlers_send_is_what_the_schemas_say(client: httpx.AsyncClient) -> None:
+    """Every resource, as the service renders it, against the schema the document names."""
+    valid = schema_validators(
+        (await client.get("/openapi.json")).json(), DRAFT202012, Draft202012Validator
+    )
+
+    async def check(name: str, status: int, answer: Any) -> dict[str, Any]:
+        response = await answer
+        assert response.status_code == status, response.text
+        body: dict[str, Any] = response.json()
+        valid(f"#/components/schemas/{name}").validate(body)
+        return {**body, "headers": response.headers}
+
+    def key() -> dict[str, str]:
+        return {"idempotency-key": str(uuid.uuid4())}
+
+    money = {"amount": 1250, "currency": "EUR"}
+    made = await check(
+        "Payment", 201, client.post("/v1/payments", json={**money, "order_id": 7}, headers=key())
+    )
+    url = made["headers"]["location"]
+    await check("Payment", 200, client.get(url))
+    await check("PaymentList", 200, client.get("/v1/payments"))
+    settle = {"if-match": made["headers"]["etag"]}
+    await check("Payment", 200, client.patch(url, json={"status": "failed"}, headers=settle))
+
+    ledgers = [
+        await check(
+            "LedgerAccount",
+            201,
+            client.post("/v1/ledger-accounts", json={"currency": "EUR", "balance": b}),
+        )
+        for b in (5000, 0)
+    ]
+    await check("LedgerAccount", 200, client.get(f"/v1/ledger-accounts/{ledgers[0]['id']}"))
+    move = {**money, "from": ledgers[0]["id"], "to": ledgers[1]["id"]}
+    transfer = await check("Transfer", 201, client.post("/v1/transfers", json=move, headers=key()))
+    await check("Transfer", 200, client.get(f"/v1/transfers/{transfer['id']}"))
+
+    await check("Document", 201, client.post("/v1/documents", json={"title": "t"}))
+    created_here = {"if-none-match": "*"}
+    await check(
+        "Document", 201, client.put("/v1/documents/mine", json={"title": "t"}, headers=created_here)
+    )
+
+    report = {"period": "2026-06", "format": "csv"}
+    job = await check("Job", 202, client.post("/v1/reports", json=report))
+    await check("Job", 200, client.get(f"/v1/jobs/{job['id']}"))
+    await check("JobList", 200, client.get("/v1/jobs"))
+    await check("Job", 200, client.post(f"/v1/jobs/{job['id']}/cancel"))
+
+    hook = {"url": "https://hooks.example.com/ustun", "events": ["payment.*"]}
+    endpoint = await check(
+        "WebhookEndpointWithSecret", 201, client.post("/v1/webhook-endpoints", json=hook)
+    )
+    at = f"/v1/webhook-endpoints/{endpoint['id']}"
+    read = await client.get(at)
+    await check(
+        "WebhookEndpoint",
+        200,
+        client.patch(at, json={"description": "d"}, headers={"if-match": read.headers["etag"]}),
+    )
+    await check("WebhookEndpointList", 200, client.get("/v1/webhook-endpoints"))
+    await check("WebhookEndpointWithSecret", 200, client.post(f"{at}/rotate-secret"))
+    ping = await check("Event", 202, client.post(f"{at}/test"))
+    await check(
+        "Recovery", 202, client.post(f"{at}/recover", json={"since": "2026-01-01T00:00:00Z"})
+    )
+
+    await check("Event", 200, client.get(f"/v1/events/{ping['id']}"))
+    await check("EventList", 200, client.get("/v1/events"))
+    await check("EventTypeList", 200, client.get("/v1/event-types"))
+    deliveries = await check("DeliveryList", 200, client.get("/v1/deliveries"))
+    assert deliveries["data"]
+    await check(
+        "DeliveryWithAttempts", 200, client.get(f"/v1/deliveries/{deliveries['data'][0]['id']}")
+    )
