@@ -527,7 +527,7 @@ def _declared(method: str, path: str, operation: dict[str, Any]) -> Notes:
             return None
         return "required" if names[name] else "optional"
 
-    policy = operation.pop(MARKER, None) or need("idempotency-key")
+    policy = operation.get(MARKER) or need("idempotency-key")
     if policy is None and method in ("post", "patch") and path.startswith("/v1/"):
         policy = "optional"
     idempotency: Need | None = policy if policy in ("required", "optional") else None
