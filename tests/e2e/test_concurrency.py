@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from support import BACKENDS, Server, drop_pg_database, make_pg_database, wait_for
+from support import Server, wait_for
 
 pytestmark = pytest.mark.e2e
 KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
@@ -26,23 +26,12 @@ RACERS = 20
 ROUNDS = 3
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
-def database(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    """An empty database of each backend, for the servers of this module."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path_factory.mktemp('conc-sqlite') / 'ustun.db'}"
-        return
-    pg_name, url = make_pg_database()
-    yield url
-    drop_pg_database(pg_name)
-
-
 @pytest.fixture(scope="module")
-def served(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """A real server on `database`: its base URL and first API key."""
-    server = Server(database, tmp_path_factory.mktemp("serve") / "serve.log", "--no-worker")
+def served(
+    module_database: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    """A real server on the module's database: its base URL and first API key."""
+    server = Server(module_database, tmp_path_factory.mktemp("serve") / "serve.log", "--no-worker")
     server.start()
     try:
         key = wait_for(lambda: KEY.search(server.output()), what="the first API key").group()
@@ -53,10 +42,10 @@ def served(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture(scope="module")
 def twin(
-    database: str, served: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
+    module_database: str, served: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
     """A second server process on the same database, as in a scale-out: base URL and key."""
-    server = Server(database, tmp_path_factory.mktemp("twin") / "serve.log", "--no-worker")
+    server = Server(module_database, tmp_path_factory.mktemp("twin") / "serve.log", "--no-worker")
     server.start()
     try:
         yield server.base_url, served[1]
