@@ -52,7 +52,7 @@ async def _clients(database_url: str, servers: list[str]) -> list[httpx.AsyncCli
         await db.dispose()
     auth = {"authorization": f"Bearer {key}"}
     limits = httpx.Limits(max_connections=RACERS)
-    return [httpx.AsyncClient(base_url=b, headers=auth, limits=limits) for b in servers]
+    return [httpx.AsyncClient(base_url=b, headers=auth, limits=limits, timeout=30) for b in servers]
 
 
 def _assert_too_many(answer: httpx.Response, slug: str, most: float) -> None:

@@ -285,7 +285,7 @@ async def send_test(
         row = await _load(uow, account.id, endpoint_id)
         if not row.enabled:
             raise ProblemError("state-conflict", f"Webhook endpoint {endpoint_id} is disabled.")
-        await quotas.reserve_ping(uow.conn, account.id, settings.test_pings_per_minute, clock.now())
+        await quotas.reserve_ping(uow.conn, account.id, settings.test_pings_per_minute)
         event_id = await emit(
             uow, account.id, PING, {"endpoint_id": endpoint_id}, endpoint_id=endpoint_id
         )

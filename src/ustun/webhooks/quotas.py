@@ -6,11 +6,12 @@ row, so they hold under concurrent requests and across every process sharing the
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ustun import clock
 from ustun.http.errors import ProblemError
 from ustun.http.retry_after import format_retry_after
 from ustun.store.tables import accounts
@@ -49,11 +50,10 @@ async def reserve_endpoint(conn: AsyncConnection, account_id: str, cap: int) -> 
         )
 
 
-async def reserve_ping(
-    conn: AsyncConnection, account_id: str, per_minute: int, now: datetime
-) -> None:
+async def reserve_ping(conn: AsyncConnection, account_id: str, per_minute: int) -> None:
     """Raise 429 `rate-limited` if the account sent `per_minute` pings in the last minute."""
     await lock_account(conn, account_id)
+    now = clock.now()  # Once the lock is held: the pings counted are all older than this.
     count, oldest = (
         await conn.execute(
             select(func.count(), func.min(events.c.created_at)).where(
