@@ -111,7 +111,7 @@ async def test_a_stale_enable_form_changes_nothing(
     browser: httpx.AsyncClient, api_key: str
 ) -> None:
     csrf = await log_in(browser, api_key)
-    endpoint_id, _ = await _create_endpoint(browser, csrf, "https://example.com/s")
+    endpoint_id, _ = await create_endpoint(browser, csrf, "https://example.com/s")
     base = f"/dashboard/endpoints/{endpoint_id}"
     shown = await _etag(browser, endpoint_id)
     off = {"csrf_token": csrf, "enabled": "false", "etag": shown}
