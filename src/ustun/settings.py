@@ -20,6 +20,9 @@ DEFAULT_JOB_RETRY_BASE = 2.0
 DEFAULT_JOB_RETENTION = 7 * 86_400
 # A worker holds claimed webhook deliveries this long before another worker may take them over.
 DEFAULT_WEBHOOK_LEASE = 60
+# Per-account quotas: webhook endpoints an account may have, and test pings it may send a minute.
+DEFAULT_MAX_ENDPOINTS = 100
+DEFAULT_TEST_PINGS_PER_MINUTE = 10
 
 
 class Settings(BaseSettings):
@@ -38,6 +41,8 @@ class Settings(BaseSettings):
     webhook_timeout: float = Field(default=DEFAULT_WEBHOOK_TIMEOUT, gt=0)
     webhook_allow_private: bool = False
     webhook_lease: float = Field(default=DEFAULT_WEBHOOK_LEASE, gt=0)
+    max_endpoints: int = Field(default=DEFAULT_MAX_ENDPOINTS, ge=1)
+    test_pings_per_minute: int = Field(default=DEFAULT_TEST_PINGS_PER_MINUTE, ge=1)
     signature_tolerance: int = Field(default=DEFAULT_SIGNATURE_TOLERANCE, ge=0)
     secret_key: str | None = None
     # `ustun listen`'s signing secret, kept off the command line (where `ps` shows it).

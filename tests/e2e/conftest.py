@@ -19,3 +19,16 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
     name, url = make_pg_database()
     yield url
     drop_pg_database(name)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_database(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """An empty database of each backend, shared by the servers of one test module."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('module-sqlite') / 'ustun.db'}"
+        return
+    name, url = make_pg_database()
+    yield url
+    drop_pg_database(name)

@@ -137,6 +137,20 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "The request body is larger than this server accepts.",
         ),
         ProblemType(
+            "quota-exceeded",
+            429,
+            "Quota exceeded",
+            "The account already has as many of these resources as it may have (the `limit` "
+            "member says how many). Delete one it no longer uses before adding another.",
+        ),
+        ProblemType(
+            "rate-limited",
+            429,
+            "Too many requests",
+            "Too many requests of this kind in a short time. Wait for the number of seconds in "
+            "Retry-After, then try again.",
+        ),
+        ProblemType(
             "unsupported-media-type",
             415,
             "Unsupported media type",

@@ -96,7 +96,12 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
     ("GET", "/v1/ledger-accounts/{ledger_account_id}"): _CONDITIONAL_READ,
     # A `from` or `to` naming no ledger account of this account is a 404.
     ("POST", "/v1/transfers"): Notes(problems=("not-found", "insufficient-funds")),
-    ("POST", "/v1/webhook-endpoints/{endpoint_id}/test"): Notes(problems=("state-conflict",)),
+    ("POST", "/v1/webhook-endpoints"): Notes(problems=("quota-exceeded",)),
+    ("PATCH", "/v1/webhook-endpoints/{endpoint_id}"): Notes(if_match="optional"),
+    ("DELETE", "/v1/webhook-endpoints/{endpoint_id}"): Notes(if_match="optional"),
+    ("POST", "/v1/webhook-endpoints/{endpoint_id}/test"): Notes(
+        problems=("state-conflict", "rate-limited")
+    ),
     ("POST", "/v1/webhook-endpoints/{endpoint_id}/recover"): Notes(problems=("state-conflict",)),
     ("POST", "/v1/deliveries/{delivery_id}/retry"): Notes(problems=("state-conflict",)),
 }
