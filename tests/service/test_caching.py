@@ -43,6 +43,9 @@ async def test_every_v1_answer_forbids_reuse_without_revalidation(
 async def test_a_response_keeps_its_own_cache_control(
     client: httpx.AsyncClient, db: Database, api_key: str
 ) -> None:
+    made = await client.post("/v1/webhook-endpoints", json={"url": "https://hooks.example.com/h"})
+    assert made.status_code == 201, made.text
+    assert made.headers["cache-control"] == "no-store"  # it shows the signing secret
     account = await account_for_key(db, api_key)
     assert account is not None
     job = await jobs.enqueue(db, "slow", account_id=account.id)
