@@ -97,6 +97,13 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "each offending field with what was expected.",
         ),
         ProblemType(
+            "bad-request",
+            400,
+            "Bad request",
+            "The request is malformed: a body that cannot be parsed, or a header whose value "
+            "breaks its grammar. The detail says which part and what is wrong.",
+        ),
+        ProblemType(
             "not-found",
             404,
             "Not found",

@@ -28,6 +28,8 @@ from ustun.service import (
     webhook_endpoints,
     webhook_events,
 )
+from ustun.service.caching import CacheControlMiddleware
+from ustun.service.methods import MethodsMiddleware
 from ustun.service.metrics import Metrics
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware, UrlGuardMiddleware
 from ustun.service.observe import ObserveMiddleware
@@ -94,9 +96,12 @@ def create_app(
         # Responses that show a signing secret (no-store) are stored sealed under the same key.
         sealer=app.state.secret_box,
     )
+    app.add_middleware(MethodsMiddleware, routes=app.routes)
     # Added last, so it runs first: every response, even a 401, carries the request id.
     app.add_middleware(AuthMiddleware, db=database)
     app.add_middleware(UrlGuardMiddleware)
+    # Outside auth and the URL guard, so that their problems carry it too.
+    app.add_middleware(CacheControlMiddleware)
     app.add_middleware(ObserveMiddleware, metrics=observed, openapi=app.openapi)
     app.add_middleware(RequestIdMiddleware)
     return app

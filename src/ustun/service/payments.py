@@ -14,7 +14,6 @@ from ustun.clock import rfc3339
 from ustun.concurrency import (
     GuardRejected,
     compare_and_set,
-    conditional_read,
     require_if_match,
     validators,
 )
@@ -22,7 +21,7 @@ from ustun.http.errors import NotFoundError, StateConflictError
 from ustun.idempotency import idempotency
 from ustun.service.accounts import Account
 from ustun.service.bodies import read_json
-from ustun.service.conditional import Conditions, not_modified, representation
+from ustun.service.conditional import Conditions, conditional_get, representation
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.money import Amount, Currency
 from ustun.service.pagination import page
@@ -133,10 +132,7 @@ async def get_payment(
         ).first()
     if row is None:
         raise NotFoundError(f"No payment {payment_id!r} in this account.")
-    current = validators(row)
-    if conditional_read(request.method, pre, current):
-        return not_modified(current)
-    return representation(render(row), current)
+    return conditional_get(request, pre, validators(row), render(row))
 
 
 @router.patch(

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 
@@ -46,7 +46,7 @@ def period_bounds(period: str) -> tuple[datetime, datetime]:
 
 
 @router.post("", status_code=202, response_model=None)
-async def create_report(body: ReportRequest, account: CurrentAccount, db: DB) -> JSONResponse:
+async def create_report(body: ReportRequest, account: CurrentAccount, db: DB) -> Response:
     """Start building a report; follow `Location` (poll, SSE) to its result."""
     async with db.unit_of_work():
         job = await jobs.enqueue(db, KIND, body.model_dump(), account_id=account.id)
