@@ -29,13 +29,18 @@ async def _resource(kind: str, client: httpx.AsyncClient, db: Database, api_key:
         "ledger account": lambda: client.post(
             "/v1/ledger-accounts", json={"currency": "EUR", "balance": 10}
         ),
+        "webhook endpoint": lambda: client.post(
+            "/v1/webhook-endpoints", json={"url": "https://example.com/hook"}
+        ),
     }[kind]
     response = await made()
     assert response.status_code == 201, response.text
     return response.headers["location"]
 
 
-@pytest.mark.parametrize("kind", ["payment", "document", "ledger account", "job"])
+@pytest.mark.parametrize(
+    "kind", ["payment", "document", "ledger account", "webhook endpoint", "job"]
+)
 async def test_304_and_200_carry_the_same_headers(
     kind: str, client: httpx.AsyncClient, db: Database, api_key: str
 ) -> None:

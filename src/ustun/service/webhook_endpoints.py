@@ -6,9 +6,10 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import ColumnElement, Row, case, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock
 from ustun.clock import rfc3339
@@ -18,15 +19,16 @@ from ustun.concurrency import (
     Version,
     compare_and_delete,
     compare_and_set,
+    validators,
 )
 from ustun.http.errors import ProblemError
-from ustun.service.conditional import Conditions
+from ustun.service.conditional import Conditions, conditional_get
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.pagination import page
 from ustun.service.text import Text
 from ustun.service.webhook_events import render_event
 from ustun.service.webhook_runtime import AppSettings, Box
-from ustun.store import UnitOfWork
+from ustun.store import Database, UnitOfWork
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks import quotas
 from ustun.webhooks.addresses import url_refusal
@@ -118,9 +120,9 @@ def _check_url(url: str, allow_private: bool) -> None:
         )
 
 
-async def _load(uow: UnitOfWork, account_id: str, endpoint_id: str) -> Row[Any]:
+async def _load(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Row[Any]:
     row = (
-        await uow.conn.execute(
+        await conn.execute(
             select(endpoints).where(
                 endpoints.c.id == endpoint_id, endpoints.c.account_id == account_id
             )
@@ -191,7 +193,7 @@ async def create_endpoint(
         endpoint_id, secret = await ops.create(
             uow, box, account.id, **body.model_dump(exclude_none=True)
         )
-        row = await _load(uow, account.id, endpoint_id)
+        row = await _load(uow.conn, account.id, endpoint_id)
     response.headers["location"] = f"{PATH}/{endpoint_id}"
     response.headers["cache-control"] = NO_STORE
     return _respond(response, row) | {"secret": str(secret)}
@@ -213,13 +215,19 @@ async def list_endpoints(
         )
 
 
-@router.get("/{endpoint_id}")
+async def read_endpoint(db: Database, account_id: str, endpoint_id: str) -> Row[Any]:
+    """One endpoint of the account; 404 when it has none by that id."""
+    async with db.read() as conn:
+        return await _load(conn, account_id, endpoint_id)
+
+
+@router.get("/{endpoint_id}", response_model=None)
 async def get_endpoint(
-    endpoint_id: str, account: CurrentAccount, db: DB, response: Response
-) -> dict[str, Any]:
-    """One endpoint, with its `ETag`."""
-    async with db.unit_of_work() as uow:
-        return _respond(response, await _load(uow, account.id, endpoint_id))
+    endpoint_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
+) -> Response:
+    """One endpoint with its `ETag`; 304 when If-None-Match matches."""
+    row = await read_endpoint(db, account.id, endpoint_id)
+    return conditional_get(request, pre, validators(row), render(row))
 
 
 @router.patch("/{endpoint_id}")
@@ -270,8 +278,8 @@ async def rotate_secret(
 ) -> dict[str, Any]:
     """A new secret (shown here once); the old one keeps signing for 24 hours."""
     async with db.unit_of_work() as uow:
-        secret = await ops.rotate(uow, box, await _load(uow, account.id, endpoint_id))
-        row = await _load(uow, account.id, endpoint_id)
+        secret = await ops.rotate(uow, box, await _load(uow.conn, account.id, endpoint_id))
+        row = await _load(uow.conn, account.id, endpoint_id)
     response.headers["cache-control"] = NO_STORE
     return _respond(response, row) | {"secret": str(secret)}
 
@@ -282,7 +290,7 @@ async def send_test(
 ) -> dict[str, Any]:
     """Send a `ping` event to this endpoint alone, at most `test_pings_per_minute` a minute."""
     async with db.unit_of_work() as uow:
-        row = await _load(uow, account.id, endpoint_id)
+        row = await _load(uow.conn, account.id, endpoint_id)
         if not row.enabled:
             raise ProblemError("state-conflict", f"Webhook endpoint {endpoint_id} is disabled.")
         await quotas.reserve_ping(uow.conn, account.id, settings.test_pings_per_minute)
@@ -302,7 +310,7 @@ async def recover(
     d = deliveries
     recoverable = [s.value for s in sources(Change.RESEND) if s in (Status.FAILED, Status.DEAD)]
     async with db.unit_of_work() as uow:
-        row = await _load(uow, account.id, endpoint_id)
+        row = await _load(uow.conn, account.id, endpoint_id)
         if not row.enabled:
             raise ProblemError("state-conflict", f"Webhook endpoint {endpoint_id} is disabled.")
         now = clock.now()

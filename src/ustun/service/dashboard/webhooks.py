@@ -14,6 +14,7 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
 from pydantic import ValidationError
 
+from ustun.concurrency import validators
 from ustun.http.errors import PreconditionFailedError, ProblemError
 from ustun.http.etag import EntityTagMatch
 from ustun.http.preconditions import Preconditions
@@ -132,8 +133,7 @@ async def _endpoint_page(
     recovered: int | None = None,
 ) -> Response:
     db = _db(request)
-    validators = Response()
-    endpoint = await endpoints_api.get_endpoint(endpoint_id, who.account, db, validators)
+    row = await endpoints_api.read_endpoint(db, who.account.id, endpoint_id)
     recent = await deliveries_api.list_deliveries(
         who.account, db, DEFAULT_PAGE, None, endpoint_id=endpoint_id
     )
@@ -145,8 +145,8 @@ async def _endpoint_page(
         "endpoint.html",
         who,
         nav="endpoints",
-        endpoint=endpoint,
-        etag=validators.headers["etag"],
+        endpoint=endpoints_api.render(row),
+        etag=str(validators(row).etag),
         deliveries=recent,
         secret=secret,
         error=error,
