@@ -98,7 +98,9 @@ async def read_json(request: Request, model: type[M], media_types: tuple[str, ..
         raise _refuse_media_type(request, media_types)
     raw = await request.body()
     if not raw:
-        raise RequestValidationError([{"loc": ("body",), "msg": "Field required", "type": "missing"}])
+        raise RequestValidationError(
+            [{"loc": ("body",), "msg": "Field required", "type": "missing"}]
+        )
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:
