@@ -151,3 +151,19 @@ async def test_json_with_a_structured_suffix_is_still_json(client: httpx.AsyncCl
         headers={"content-type": "application/vnd.example+json; charset=utf-8"},
     )
     assert made.status_code == 201, made.text
+
+
+async def test_a_corrected_retry_may_reuse_the_idempotency_key(client: httpx.AsyncClient) -> None:
+    """A refused body did nothing, so its answer is not stored under the key (as for a 422)."""
+    key = {"idempotency-key": uuid.uuid4().hex}
+    good = json.dumps({"amount": 5, "currency": "EUR"}).encode()
+    for body, content_type, status in (
+        (MALFORMED, JSON, 400),
+        (good, "text/plain", 415),
+        (good, JSON, 201),
+    ):
+        answer = await client.post(
+            "/v1/payments", content=body, headers={**key, "content-type": content_type}
+        )
+        assert answer.status_code == status, answer.text
+        assert "idempotent-replayed" not in answer.headers
