@@ -109,7 +109,9 @@ CATALOGUE: Mapping[str, ProblemType] = {
             422,
             "Validation error",
             "The request body or parameters do not match the schema. The `errors` member lists "
-            "each offending field with what was expected.",
+            "each offending field with what was expected. Amounts are integers from 1 and "
+            "balances from 0, both at most 9007199254740991 (2**53 - 1); a number with a zero "
+            "fraction such as 100.0 counts as an integer, 100.5 does not.",
         ),
         ProblemType(
             "not-found",
