@@ -1,5 +1,6 @@
 """Money in every schema: integers from 1 (amounts) or 0 (balances) to 2**53 - 1, where a JSON
-number with a zero fraction (`100.0`) counts as the integer it is, as in JSON Schema."""
+number with a zero fraction (`100.0`) counts as the integer it is, as in JSON Schema; and the
+same for the other integer fields of request bodies."""
 
 from __future__ import annotations
 
@@ -44,6 +45,14 @@ async def test_an_integral_float_is_the_integer(client: httpx.AsyncClient) -> No
     moved = await _transfer(client, 30.0)
     assert moved.status_code == 201, moved.text
     assert moved.json()["amount"] == 30
+    endpoint = await _in_flight(client, 4.0)
+    assert endpoint.status_code == 201, endpoint.text
+    assert endpoint.json()["max_in_flight"] == 4
+
+
+async def _in_flight(client: httpx.AsyncClient, value: Any) -> httpx.Response:
+    body = {"url": "https://example.com/hooks", "max_in_flight": value}
+    return await client.post("/v1/webhook-endpoints", json=body)
 
 
 async def _order(client: httpx.AsyncClient, order_id: Any) -> httpx.Response:
@@ -58,6 +67,7 @@ REFUSED = [
     *[("body.amount", _transfer, v) for v in [*NOT_INTEGERS, 0.0, float(2**53)]],
     *[("body.balance", _ledger, v) for v in [*NOT_INTEGERS, -1.0, float(2**53)]],
     *[("body.order_id", _order, v) for v in [*NOT_INTEGERS, 2.0**63]],
+    *[("body.max_in_flight", _in_flight, v) for v in [*NOT_INTEGERS, 0.0, 257.0]],
 ]
 
 

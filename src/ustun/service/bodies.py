@@ -12,13 +12,27 @@ from typing import TypeVar
 from fastapi import Request, params
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from ustun.http.errors import ProblemError
 
 M = TypeVar("M", bound=BaseModel)
 
 JSON = "application/json"
+# Every integer up to 2**53 in magnitude is exact as an IEEE 754 double, as JSON numbers are read.
+_EXACT = 2**53
+
+
+def _integral(value: object) -> object:
+    """`100.0` as `100`, as JSON Schema counts it an integer; only where a double is exact."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT:
+        return int(value)
+    return value
+
+
+# Put last in `Annotated[StrictInt, Field(...), INTEGRAL_FLOAT]`: the schema stays `integer` with
+# its bounds, `100.0` passes, and `100.5`, `"100"` and `true` are still refused.
+INTEGRAL_FLOAT = BeforeValidator(_integral)
 
 
 def _media_type(request: Request) -> str:

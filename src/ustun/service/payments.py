@@ -21,10 +21,10 @@ from ustun.concurrency import (
 from ustun.http.errors import NotFoundError, StateConflictError
 from ustun.idempotency import idempotency
 from ustun.service.accounts import Account
-from ustun.service.bodies import read_json
+from ustun.service.bodies import INTEGRAL_FLOAT, read_json
 from ustun.service.conditional import Conditions, not_modified, representation
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
-from ustun.service.money import INTEGRAL_FLOAT, Amount, Currency
+from ustun.service.money import Amount, Currency
 from ustun.service.pagination import page
 from ustun.service.tables import payments
 from ustun.service.text import Text
