@@ -33,8 +33,13 @@ def document(size: int) -> bytes:
     return json.dumps({"title": "t", "body": "x" * (size - len(empty))}).encode()
 
 
-def test_the_default_limit_is_one_mebibyte() -> None:
+def test_the_default_limit_is_one_mebibyte_and_the_environment_sets_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("USTUN_MAX_BODY", raising=False)
     assert DEFAULT_MAX_BODY == Settings().max_body == 1_048_576
+    monkeypatch.setenv("USTUN_MAX_BODY", "2048")
+    assert Settings().max_body == 2048
 
 
 async def test_a_body_of_exactly_the_limit_is_accepted(client: httpx.AsyncClient) -> None:
