@@ -62,7 +62,8 @@ async def _route(client: httpx.AsyncClient, family: str) -> Route:
         made = await client.post("/v1/webhook-endpoints", json=body)
         if family == "webhook endpoints POST":
             return Route("POST", "/v1/webhook-endpoints", {})
-        return Route("PATCH", f"/v1/webhook-endpoints/{made.json()['id']}", {})
+        url = f"/v1/webhook-endpoints/{made.json()['id']}"
+        return Route("PATCH", url, {"if-match": await _etag(client, url)})
     return {
         "ledger accounts": Route("POST", "/v1/ledger-accounts", {}),
         "transfers": Route("POST", "/v1/transfers", {}, keyed=True),
