@@ -184,3 +184,13 @@ class Server(UstunProcess):
 
         wait_for(healthy, timeout=30, what="ustun serve to answer /healthz")
         return self
+
+
+def problem_of(response: httpx.Response, status: int, slug: str) -> dict[str, Any]:
+    """The problem+json body of `response`, once its status, media type and slug are checked."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json", response.text
+    body: dict[str, Any] = response.json()
+    assert body["type"].endswith(f"/problems/{slug}"), body
+    assert body["status"] == status
+    return body

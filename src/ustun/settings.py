@@ -18,6 +18,8 @@ DEFAULT_JOB_POLL_INTERVAL = 1.0
 DEFAULT_JOB_MAX_ATTEMPTS = 5
 DEFAULT_JOB_RETRY_BASE = 2.0
 DEFAULT_JOB_RETENTION = 7 * 86_400
+# The largest request body the service reads, in bytes (1 MiB); larger ones get 413.
+DEFAULT_MAX_BODY = 1_048_576
 # A worker holds claimed webhook deliveries this long before another worker may take them over.
 DEFAULT_WEBHOOK_LEASE = 60
 # Per-account quotas: webhook endpoints an account may have, and test pings it may send a minute.
@@ -52,6 +54,7 @@ class Settings(BaseSettings):
     job_poll_interval: float = Field(default=DEFAULT_JOB_POLL_INTERVAL, gt=0)
     job_retry_base: float = Field(default=DEFAULT_JOB_RETRY_BASE, ge=0)
     job_retention: float = Field(default=DEFAULT_JOB_RETENTION, gt=0)
+    max_body: int = Field(default=DEFAULT_MAX_BODY, ge=1)
     # Comma-separated modules imported by every worker so that they can register job kinds.
     job_modules: str = ""
 

@@ -129,3 +129,22 @@ def test_headers_and_their_problems_where_routes_honour_them(settings: Settings)
     assert names == {"Idempotency-Key": False, "If-Match": True}
     assert {"412", "428"} <= set(patch["responses"])
     assert "idempotency-key-missing" not in patch["responses"]["400"]["description"]
+
+
+def test_every_body_lists_its_400_413_and_415(document: dict[str, Any]) -> None:
+    with_body = [
+        (path, method, operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if "requestBody" in operation
+    ]
+    assert len(with_body) >= 10
+    for path, method, operation in with_body:
+        for status, slug in (
+            ("400", "bad-request"),
+            ("413", "payload-too-large"),
+            ("415", "unsupported-media-type"),
+        ):
+            assert slug in operation["responses"][status]["x-problems"], (method, path)
+    transfers = document["paths"]["/v1/transfers"]["post"]["responses"]["409"]["x-problems"]
+    assert "balance-limit-exceeded" in transfers

@@ -95,7 +95,9 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
     ("POST", "/v1/jobs/{job_id}/cancel"): Notes(problems=("state-conflict",)),
     ("GET", "/v1/ledger-accounts/{ledger_account_id}"): _CONDITIONAL_READ,
     # A `from` or `to` naming no ledger account of this account is a 404.
-    ("POST", "/v1/transfers"): Notes(problems=("not-found", "insufficient-funds")),
+    ("POST", "/v1/transfers"): Notes(
+        problems=("not-found", "insufficient-funds", "balance-limit-exceeded")
+    ),
     ("POST", "/v1/webhook-endpoints"): Notes(problems=("quota-exceeded",)),
     ("PATCH", "/v1/webhook-endpoints/{endpoint_id}"): Notes(if_match="optional"),
     ("DELETE", "/v1/webhook-endpoints/{endpoint_id}"): Notes(if_match="optional"),
@@ -153,6 +155,9 @@ def _problems_of(path: str, operation: dict[str, Any], notes: Notes) -> dict[int
         add("not-found")
     if operation.get("parameters") or operation.get("requestBody"):
         add("validation-error")
+    if operation.get("requestBody"):
+        for slug in ("bad-request", "payload-too-large", "unsupported-media-type"):
+            add(slug)
     if notes.idempotency:
         for slug in (
             "idempotency-key-invalid",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -20,7 +20,7 @@ from ustun.concurrency import (
 from ustun.http.errors import NotFoundError, StateConflictError
 from ustun.idempotency import idempotency
 from ustun.service.accounts import Account
-from ustun.service.bodies import read_json
+from ustun.service.bodies import INTEGRAL_FLOAT, read_json
 from ustun.service.conditional import Conditions, conditional_get, representation
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.money import Amount, Currency
@@ -75,7 +75,7 @@ class PaymentCreate(BaseModel):
     amount: Amount
     currency: Currency
     # The column is a signed 64-bit integer; a larger number is bad input, not a 500.
-    order_id: StrictInt | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
+    order_id: Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1), INTEGRAL_FLOAT] | None = None
     description: Text | None = Field(default=None, max_length=1000)
 
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 from sqlalchemy import ColumnElement, Row, case, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -22,6 +22,7 @@ from ustun.concurrency import (
     validators,
 )
 from ustun.http.errors import ProblemError
+from ustun.service.bodies import INTEGRAL_FLOAT
 from ustun.service.conditional import Conditions, conditional_get
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.pagination import page
@@ -44,6 +45,7 @@ NO_STORE = "no-store"
 DISABLED_BY_REQUEST = "disabled by request"
 
 Events = Annotated[list[str], Field(min_length=1, max_length=100)]
+InFlight = Annotated[StrictInt, Field(ge=1, le=256), INTEGRAL_FLOAT]
 
 
 def _check_patterns(patterns: list[str] | None) -> list[str] | None:
@@ -63,7 +65,7 @@ class EndpointIn(BaseModel):
     description: Text = Field(default="", max_length=500)
     payload: Literal["full", "thin"] = "full"
     rate_limit: float | None = Field(default=None, gt=0, le=10_000, description="Sends/s.")
-    max_in_flight: int = Field(default=ops.DEFAULT_MAX_IN_FLIGHT, ge=1, le=256)
+    max_in_flight: InFlight = ops.DEFAULT_MAX_IN_FLIGHT
 
     _patterns = field_validator("events")(_check_patterns)
 
@@ -78,7 +80,7 @@ class EndpointPatch(BaseModel):
     description: Text | None = Field(default=None, max_length=500)
     payload: Literal["full", "thin"] | None = None
     rate_limit: float | None = Field(default=None, gt=0, le=10_000)
-    max_in_flight: int | None = Field(default=None, ge=1, le=256)
+    max_in_flight: InFlight | None = None
     enabled: bool | None = None
 
     _patterns = field_validator("events")(_check_patterns)
