@@ -212,3 +212,13 @@ def schema_validators(
         return cls({"$ref": f"{uri}{ref}"}, registry=registry, format_checker=FormatChecker())
 
     return make
+
+
+def problem_of(response: httpx.Response, status: int, slug: str) -> dict[str, Any]:
+    """The problem+json body of `response`, once its status, media type and slug are checked."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json", response.text
+    body: dict[str, Any] = response.json()
+    assert body["type"].endswith(f"/problems/{slug}"), body
+    assert body["status"] == status
+    return body

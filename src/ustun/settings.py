@@ -18,8 +18,13 @@ DEFAULT_JOB_POLL_INTERVAL = 1.0
 DEFAULT_JOB_MAX_ATTEMPTS = 5
 DEFAULT_JOB_RETRY_BASE = 2.0
 DEFAULT_JOB_RETENTION = 7 * 86_400
+# The largest request body the service reads, in bytes (1 MiB); larger ones get 413.
+DEFAULT_MAX_BODY = 1_048_576
 # A worker holds claimed webhook deliveries this long before another worker may take them over.
 DEFAULT_WEBHOOK_LEASE = 60
+# Per-account quotas: webhook endpoints an account may have, and test pings it may send a minute.
+DEFAULT_MAX_ENDPOINTS = 100
+DEFAULT_TEST_PINGS_PER_MINUTE = 10
 
 
 class Settings(BaseSettings):
@@ -38,6 +43,8 @@ class Settings(BaseSettings):
     webhook_timeout: float = Field(default=DEFAULT_WEBHOOK_TIMEOUT, gt=0)
     webhook_allow_private: bool = False
     webhook_lease: float = Field(default=DEFAULT_WEBHOOK_LEASE, gt=0)
+    max_endpoints: int = Field(default=DEFAULT_MAX_ENDPOINTS, ge=1)
+    test_pings_per_minute: int = Field(default=DEFAULT_TEST_PINGS_PER_MINUTE, ge=1)
     signature_tolerance: int = Field(default=DEFAULT_SIGNATURE_TOLERANCE, ge=0)
     secret_key: str | None = None
     # `ustun listen`'s signing secret, kept off the command line (where `ps` shows it).
@@ -47,6 +54,7 @@ class Settings(BaseSettings):
     job_poll_interval: float = Field(default=DEFAULT_JOB_POLL_INTERVAL, gt=0)
     job_retry_base: float = Field(default=DEFAULT_JOB_RETRY_BASE, ge=0)
     job_retention: float = Field(default=DEFAULT_JOB_RETENTION, gt=0)
+    max_body: int = Field(default=DEFAULT_MAX_BODY, ge=1)
     # Comma-separated modules imported by every worker so that they can register job kinds.
     job_modules: str = ""
 

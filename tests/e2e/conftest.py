@@ -25,20 +25,25 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def served(
+def module_database(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Served]:
+) -> Iterator[str]:
+    """An empty database of each backend, shared by the servers of one test module."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('module-sqlite') / 'ustun.db'}"
+        return
+    name, url = make_pg_database()
+    yield url
+    drop_pg_database(name)
+
+
+@pytest.fixture(scope="module")
+def served(module_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """One `ustun serve` per module and backend, on a fresh database, webhooks to anywhere."""
     tmp = tmp_path_factory.mktemp("served")
-    if request.param == "sqlite":
-        name, url = None, f"sqlite:///{tmp / 'ustun.db'}"
-    else:
-        name, url = make_pg_database()
-    server = Server(url, tmp / "serve.log", USTUN_WEBHOOK_ALLOW_PRIVATE="1").start()
+    server = Server(module_database, tmp / "serve.log", USTUN_WEBHOOK_ALLOW_PRIVATE="1").start()
     try:
         key = wait_for(lambda: FIRST_KEY.search(server.output()), what="the first API key")
         yield Served(server.base_url, key.group())
     finally:
         server.stop()
-        if name is not None:
-            drop_pg_database(name)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
+import pytest
 
 from job_kinds import eventually, finished, running
 from ustun import jobs
+from ustun.http.sse_parser import Event, EventStreamParser
 from ustun.service.accounts import account_for_key
 from ustun.store import Database
 
@@ -182,3 +185,71 @@ async def test_final_states_are_announced_through_the_webhook_outbox(
     assert by_type["job.failed"]["data"]["error"]["type"].endswith("/problems/job-failed")
     types = {t["name"] for t in (await client.get("/v1/event-types")).json()["data"]}
     assert {"job.completed", "job.failed"} <= types
+
+
+def _parsed(response: httpx.Response) -> tuple[list[Event], str]:
+    """The events of a whole SSE response, and the last event ID a browser would send back."""
+    parser = EventStreamParser()
+    events = parser.feed(response.content)
+    return events, parser.last_event_id
+
+
+def _blocks(response: httpx.Response) -> list[str]:
+    """The stream's blocks other than comments: what a third-party client turns into messages."""
+    return [b for b in response.text.split("\n\n") if b.strip() and not b.startswith(":")]
+
+
+async def test_a_finished_jobs_stream_is_read_once_then_answers_204(
+    client: httpx.AsyncClient, db: Database, api_key: str
+) -> None:
+    job = await jobs.enqueue(db, "slow", {"seconds": 0.1}, account_id=await _account(db, api_key))
+    async with running(db):
+        done = await finished(db, job.id, job.account_id)
+    url = f"/v1/jobs/{job.id}/events"
+
+    first = await client.get(url)  # an EventSource connecting for the first time
+    assert first.status_code == 200
+    events, last_id = _parsed(first)
+    assert events[0].retry == 1000  # in the first event's block, not in a block of its own
+    assert all("\ndata: " in block for block in _blocks(first))
+    assert json.loads(events[-1].data)["status"] == "done"
+    assert last_id == str(done.version)
+
+    # Its reconnection, and any id at or past the final event (beyond the 32-bit version
+    # column too): 204, which stops an EventSource for good.
+    for seen in (last_id, "2147483648", str(2**63 - 1)):
+        again = await client.get(url, headers={"last-event-id": seen})
+        assert (again.status_code, again.content) == (204, b""), seen
+
+    middle = await client.get(url, headers={"last-event-id": events[1].id})
+    assert middle.status_code == 200
+    assert [e.id for e in _parsed(middle)[0]] == [e.id for e in events[2:]]
+    assert _parsed(middle)[0][0].retry == 1000
+
+
+async def test_an_id_past_a_running_jobs_version_streams_what_comes_next(
+    client: httpx.AsyncClient, db: Database, api_key: str
+) -> None:
+    job = await jobs.enqueue(db, "slow", account_id=await _account(db, api_key))
+    url = f"/v1/jobs/{job.id}/events"
+    listening = asyncio.create_task(client.get(url, headers={"last-event-id": str(2**63 - 1)}))
+    assert (await client.post(f"/v1/jobs/{job.id}/cancel")).status_code == 200
+    answer = await asyncio.wait_for(listening, 10)
+    # Connected before the cancel: the cancel is what came next; after it: nothing left, 204.
+    if answer.status_code == 200:
+        assert [json.loads(e.data)["status"] for e in _parsed(answer)[0]] == ["cancelled"]
+    else:
+        assert answer.status_code == 204
+
+
+@pytest.mark.parametrize("value", [str(2**63), "99999999999999999999999", "-1", "1.5", "abc"])
+async def test_a_bad_last_event_id_is_400_before_any_stream(
+    client: httpx.AsyncClient, db: Database, api_key: str, value: str
+) -> None:
+    job = await jobs.enqueue(db, "slow", account_id=await _account(db, api_key))
+    refused = await client.get(f"/v1/jobs/{job.id}/events", headers={"last-event-id": value})
+    assert refused.status_code == 400
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.json()["type"].endswith("/problems/bad-request")
+    assert refused.json()["header"] == "Last-Event-ID"
+    await jobs.cancel(db, job.id, account_id=job.account_id)

@@ -13,6 +13,7 @@ from pypdf import PdfReader
 from sqlalchemy import insert
 
 from job_kinds import eventually, running
+from support import problem_of
 from ustun import ids
 from ustun.service.accounts import account_for_key
 from ustun.service.reports import period_bounds
@@ -158,6 +159,28 @@ async def test_bad_requests_are_validation_problems(
     assert refused.headers["content-type"] == "application/problem+json"
     assert refused.json()["type"].endswith("/problems/validation-error")
     assert (await client.get("/v1/jobs")).json()["data"] == []
+
+
+@pytest.mark.parametrize(
+    "period", ["0000", "9999", "1969", "1969-12", "0000-01", "9999-12", "٢٠٢٦", "2026-1٢"]
+)
+async def test_a_period_outside_1970_to_9998_is_422_at_the_request(
+    client: httpx.AsyncClient, period: str
+) -> None:
+    """Such periods used to start a job that then failed with a ValueError."""
+    refused = await client.post("/v1/reports", json={"period": period, "format": "csv"})
+    problem = problem_of(refused, 422, "validation-error")
+    assert [e["field"] for e in problem["errors"]] == ["body.period"]
+    assert (await client.get("/v1/jobs")).json()["data"] == []
+
+
+@pytest.mark.parametrize("period", ["1970", "9998", "9998-12"])
+async def test_the_first_and_last_years_make_reports(
+    client: httpx.AsyncClient, db: Database, period: str
+) -> None:
+    async with running(db):
+        got = await report(client, period, "json")
+    assert json.loads(got.content)["period"] == period
 
 
 @pytest.mark.parametrize(

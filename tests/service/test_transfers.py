@@ -11,6 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support import problem_of
+from ustun.service.money import MAX_AMOUNT
+
 
 async def open_account(http: httpx.AsyncClient, balance: int, currency: str = "EUR") -> str:
     response = await http.post(
@@ -182,3 +185,33 @@ async def test_random_interleavings_of_transfers_and_retries(
         expected[target] += amount
     assert [await balance(client, la) for la in ledger] == expected
     assert sum(expected) == 300
+
+
+async def test_a_transfer_past_the_largest_balance_is_409_and_moves_nothing(
+    client: httpx.AsyncClient,
+) -> None:
+    a, b = await open_account(client, MAX_AMOUNT), await open_account(client, MAX_AMOUNT - 5)
+    refused = await transfer(client, "over", a, b, 6)
+    problem = problem_of(refused, 409, "balance-limit-exceeded")
+    assert (problem["balance"], problem["max_balance"]) == (MAX_AMOUNT - 5, MAX_AMOUNT)
+    assert (await balance(client, a), await balance(client, b)) == (MAX_AMOUNT, MAX_AMOUNT - 5)
+    events = (await client.get("/v1/events?type=transfer.completed")).json()["data"]
+    assert events == []
+    assert (await transfer(client, "to-the-brim", a, b, 5)).status_code == 201
+    assert (await balance(client, a), await balance(client, b)) == (MAX_AMOUNT - 5, MAX_AMOUNT)
+
+
+async def test_concurrent_transfers_never_push_a_balance_past_the_largest(
+    client: httpx.AsyncClient,
+) -> None:
+    target = await open_account(client, MAX_AMOUNT - 50)
+    sources = [await open_account(client, 10) for _ in range(16)]
+    answers = await asyncio.gather(
+        *(transfer(client, f"fill-{i}", source, target, 10) for i, source in enumerate(sources))
+    )
+    assert sorted(a.status_code for a in answers) == [201] * 5 + [409] * 11
+    assert {a.json()["type"].rsplit("/", 1)[1] for a in answers if a.status_code == 409} == {
+        "balance-limit-exceeded"
+    }
+    assert await balance(client, target) == MAX_AMOUNT
+    assert sum([await balance(client, s) for s in sources]) == 16 * 10 - 50

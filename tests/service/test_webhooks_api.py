@@ -97,6 +97,32 @@ async def test_patch_with_if_match_and_disable_logs_an_event(client: httpx.Async
     assert (await client.get(path)).status_code == 404
 
 
+async def test_every_write_changes_the_etag_and_stales_the_old_one(
+    client: httpx.AsyncClient,
+) -> None:
+    made = await client.post("/v1/webhook-endpoints", json={"url": HOOK})
+    path, tag = made.headers["location"], made.headers["etag"]
+    seen = [tag]
+    for write in (
+        lambda t: client.post(f"{path}/rotate-secret"),
+        lambda t: client.patch(path, json={"enabled": False}, headers={"if-match": t}),
+        lambda t: client.patch(path, json={"enabled": False}, headers={"if-match": t}),
+        lambda t: client.patch(path, json={"enabled": True}, headers={"if-match": t}),
+        lambda t: client.patch(path, json={"description": "d"}),
+    ):
+        answer = await write(seen[-1])
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["etag"] not in seen
+        seen.append(answer.headers["etag"])
+    assert (await client.get(path)).headers["etag"] == seen[-1]
+    stale = await client.delete(path, headers={"if-match": seen[-2]})
+    assert stale.status_code == 412
+    assert stale.json()["type"].endswith("/problems/precondition-failed")
+    logged = (await client.get("/v1/events", params={"type": "endpoint.disabled"})).json()
+    assert [e["data"]["id"] for e in logged["data"]].count(made.json()["id"]) == 1
+    assert (await client.delete(path, headers={"if-match": seen[-1]})).status_code == 204
+
+
 async def test_event_types_catalogue(client: httpx.AsyncClient) -> None:
     types = (await client.get("/v1/event-types")).json()["data"]
     names = {t["name"] for t in types}

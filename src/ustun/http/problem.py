@@ -24,6 +24,13 @@ CATALOGUE: Mapping[str, ProblemType] = {
     p.slug: p
     for p in (
         ProblemType(
+            "bad-request",
+            400,
+            "Bad request",
+            "The request body could not be read: it is not valid JSON (the detail says what is "
+            "wrong, at which line, column and character), not UTF-8, or nested too deeply.",
+        ),
+        ProblemType(
             "idempotency-key-missing",
             400,
             "Idempotency-Key required",
@@ -90,11 +97,28 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "The source account's balance is smaller than the amount of the transfer.",
         ),
         ProblemType(
+            "balance-limit-exceeded",
+            409,
+            "Balance limit exceeded",
+            "The transfer would raise the destination account's balance above "
+            "9007199254740991 (2**53 - 1) minor units, the largest amount or balance ustun "
+            "keeps. Nothing was moved.",
+        ),
+        ProblemType(
             "validation-error",
             422,
             "Validation error",
             "The request body or parameters do not match the schema. The `errors` member lists "
-            "each offending field with what was expected.",
+            "each offending field with what was expected. Amounts are integers from 1 and "
+            "balances from 0, both at most 9007199254740991 (2**53 - 1); a number with a zero "
+            "fraction such as 100.0 counts as an integer, 100.5 does not.",
+        ),
+        ProblemType(
+            "bad-request",
+            400,
+            "Bad request",
+            "The request is malformed: a body that cannot be parsed, or a header whose value "
+            "breaks its grammar. The detail says which part and what is wrong.",
         ),
         ProblemType(
             "bad-request",
@@ -141,13 +165,31 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "payload-too-large",
             413,
             "Payload too large",
-            "The request body is larger than this server accepts.",
+            "The request body is larger than this server accepts (USTUN_MAX_BODY, 1 MiB by "
+            "default). The server stops reading at the limit and nothing of the request is "
+            "applied.",
+        ),
+        ProblemType(
+            "quota-exceeded",
+            429,
+            "Quota exceeded",
+            "The account already has as many of these resources as it may have (the `limit` "
+            "member says how many). Delete one it no longer uses before adding another.",
+        ),
+        ProblemType(
+            "rate-limited",
+            429,
+            "Too many requests",
+            "Too many requests of this kind in a short time. Wait for the number of seconds in "
+            "Retry-After, then try again.",
         ),
         ProblemType(
             "unsupported-media-type",
             415,
             "Unsupported media type",
-            "The request body's Content-Type is not one this route accepts.",
+            "The request body's Content-Type is not one this route accepts. Send JSON as "
+            "`application/json`; a PATCH route lists the types it takes (such as "
+            "`application/merge-patch+json`) in Accept-Patch.",
         ),
         ProblemType(
             "csrf-failed",

@@ -42,9 +42,10 @@ log = logging.getLogger("ustun.idempotency")
 DEFAULT_MAX_BODY = 1024 * 1024
 REPLAY_HEADERS = ("content-type", "location", "etag", "last-modified", "cache-control")
 REPLAYED_HEADER = "idempotent-replayed"
-# Never stored, as at Stripe: the request was refused before it did anything (validation,
-# a failed or missing precondition, rate limiting), so a corrected retry may use the same key.
-UNSTORED_STATUSES = frozenset({412, 422, 428, 429})
+# Never stored, as at Stripe: the request was refused before it did anything (an unreadable
+# body or one of another media type, validation, a failed or missing precondition, rate
+# limiting), so a corrected retry may use the same key.
+UNSTORED_STATUSES = frozenset({400, 412, 415, 422, 428, 429})
 IN_PROGRESS_RETRY_AFTER = 1.0
 _HEADER = HEADER.encode()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from ustun import __version__, instrumentation
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
@@ -28,6 +28,10 @@ from ustun.service import (
     webhook_endpoints,
     webhook_events,
 )
+from ustun.service.bodies import json_media_type
+from ustun.service.body_limit import BodyLimitMiddleware
+from ustun.service.caching import CacheControlMiddleware
+from ustun.service.methods import MethodsMiddleware
 from ustun.service.metrics import Metrics
 from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware, UrlGuardMiddleware
 from ustun.service.observe import ObserveMiddleware
@@ -60,7 +64,12 @@ def create_app(
             if db is None:
                 await database.dispose()
 
-    app = FastAPI(title="ustun", version=__version__, lifespan=lifespan)
+    app = FastAPI(
+        title="ustun",
+        version=__version__,
+        lifespan=lifespan,
+        dependencies=[Depends(json_media_type)],
+    )
     app.state.db = database
     app.state.settings = settings
     app.state.metrics = observed
@@ -94,9 +103,13 @@ def create_app(
         # Responses that show a signing secret (no-store) are stored sealed under the same key.
         sealer=app.state.secret_box,
     )
+    app.add_middleware(MethodsMiddleware, routes=app.routes)
     # Added last, so it runs first: every response, even a 401, carries the request id.
     app.add_middleware(AuthMiddleware, db=database)
     app.add_middleware(UrlGuardMiddleware)
+    app.add_middleware(BodyLimitMiddleware, max_body=settings.max_body)
+    # Outside auth and the URL guard, so that their problems carry it too.
+    app.add_middleware(CacheControlMiddleware)
     app.add_middleware(ObserveMiddleware, metrics=observed, openapi=app.openapi)
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -1,34 +1,127 @@
-"""Request bodies read by hand, for routes whose media type FastAPI does not check (PATCH)."""
+"""Request bodies: the JSON media type (else 415) and unreadable JSON (400 `bad-request`).
+
+FastAPI reads the body of most routes; `json_media_type` and `unreadable` give its refusals the
+same answers as `read_json`, which reads the routes FastAPI does not (PATCH, by media type).
+"""
 
 from __future__ import annotations
 
 import json
 from typing import TypeVar
 
-from fastapi import Request
+from fastapi import Request, params
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ValidationError
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from ustun.http.errors import ProblemError
 
 M = TypeVar("M", bound=BaseModel)
 
+JSON = "application/json"
+# Every integer up to 2**53 in magnitude is exact as an IEEE 754 double, as JSON numbers are read.
+_EXACT = 2**53
+
+
+def _integral(value: object) -> object:
+    """`100.0` as `100`, as JSON Schema counts it an integer; only where a double is exact."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT:
+        return int(value)
+    return value
+
+
+# Put last in `Annotated[StrictInt, Field(...), INTEGRAL_FLOAT]`: the schema stays `integer` with
+# its bounds, `100.0` passes, and `100.5`, `"100"` and `true` are still refused.
+INTEGRAL_FLOAT = BeforeValidator(_integral)
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+def _sent_content(request: Request) -> bool:
+    """Whether the request has a media type to judge: a Content-Type, or content without one."""
+    length = request.headers.get("content-length")
+    return (
+        "content-type" in request.headers
+        or "transfer-encoding" in request.headers
+        or (length is not None and length != "0")
+    )
+
+
+def _refuse_media_type(request: Request, expected: tuple[str, ...]) -> ProblemError:
+    sent = _media_type(request) or "no Content-Type"
+    headers = {"accept-patch": ", ".join(expected)} if request.method == "PATCH" else None
+    return ProblemError(
+        "unsupported-media-type",
+        f"Send the body as {' or '.join(expected)}, not {sent}.",
+        headers=headers,
+        expected=list(expected),
+    )
+
+
+async def json_media_type(request: Request) -> None:
+    """App-wide dependency: a route whose JSON body FastAPI reads refuses other media with 415.
+
+    FastAPI itself would validate a text/plain body as bytes and call it an invalid value.
+    A request with neither content nor Content-Type is left to validation: "Field required".
+    """
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or route.body_field is None:
+        return
+    if isinstance(route.body_field.field_info, params.Form):
+        return
+    # What FastAPI parses as JSON: application/json and any application/*+json (RFC 6839 §3.1).
+    kind, _, subtype = _media_type(request).partition("/")
+    if _sent_content(request) and (kind != "application" or not _is_json(subtype)):
+        raise _refuse_media_type(request, (JSON,))
+
+
+def _is_json(subtype: str) -> bool:
+    return subtype == "json" or subtype.endswith("+json")
+
+
+def unreadable(cause: BaseException | None) -> ProblemError | None:
+    """The 400 `bad-request` for a body JSON could not decode, saying what and where; else None."""
+    if isinstance(cause, json.JSONDecodeError):
+        return ProblemError(
+            "bad-request",
+            f"The body is not valid JSON: {cause.msg} at line {cause.lineno}, "
+            f"column {cause.colno} (character {cause.pos}).",
+            line=cause.lineno,
+            column=cause.colno,
+            position=cause.pos,
+        )
+    if isinstance(cause, UnicodeDecodeError):
+        return ProblemError(
+            "bad-request",
+            f"The body is not valid UTF-8: byte {cause.start} cannot start or continue a "
+            "character.",
+            position=cause.start,
+        )
+    if isinstance(cause, RecursionError):
+        return ProblemError(
+            "bad-request", "The JSON body is nested too deeply for this server to read."
+        )
+    return None
+
 
 async def read_json(request: Request, model: type[M], media_types: tuple[str, ...]) -> M:
-    """The body as `model`: 415 for another media type, 422 for bad JSON or a bad shape."""
-    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
-    if media_type not in media_types:
-        raise ProblemError(
-            "unsupported-media-type",
-            f"Send the body as {' or '.join(media_types)}, not {media_type or 'nothing'}.",
-            headers={"accept-patch": ", ".join(media_types)},
+    """The body as `model`: 415 another media type, 400 unreadable JSON, 422 a bad shape."""
+    if _sent_content(request) and _media_type(request) not in media_types:
+        raise _refuse_media_type(request, media_types)
+    raw = await request.body()
+    if not raw:
+        raise RequestValidationError(
+            [{"loc": ("body",), "msg": "Field required", "type": "missing"}]
         )
     try:
-        data = json.loads(await request.body())
-    except ValueError as exc:
-        raise RequestValidationError(
-            [{"loc": ("body",), "msg": f"Invalid JSON: {exc}", "type": "json_invalid"}]
-        ) from None
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        problem = unreadable(exc)
+        if problem is None:
+            raise
+        raise problem from None
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.responses import Response
 
+from ustun.concurrency import conditional_read
 from ustun.http.dates import format_http_date
 from ustun.http.preconditions import Preconditions, Validators
 
@@ -49,6 +50,22 @@ def representation(
     )
 
 
-def not_modified(current: Validators) -> Response:
-    """304 Not Modified: no body, the validators only (RFC 9110 §15.4.5)."""
-    return Response(status_code=304, headers=validator_headers(current))
+def not_modified(current: Validators, headers: Mapping[str, str] | None = None) -> Response:
+    """304 Not Modified: no body; the validators and `headers` the 200 would carry (RFC 9110
+    §15.4.5)."""
+    return Response(status_code=304, headers={**validator_headers(current), **(headers or {})})
+
+
+def conditional_get(
+    request: Request,
+    pre: Preconditions,
+    current: Validators,
+    body: Mapping[str, Any],
+    *,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """A GET/HEAD of one resource: 304 when the client's copy is current, else 200; both with
+    the same validators and `headers`, so a cache updating from the 304 loses nothing."""
+    if conditional_read(request.method, pre, current):
+        return not_modified(current, headers)
+    return representation(body, current, headers=headers)

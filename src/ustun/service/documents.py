@@ -20,7 +20,6 @@ from ustun.clock import rfc3339
 from ustun.concurrency import (
     compare_and_delete,
     compare_and_set,
-    conditional_read,
     failed,
     insert_if_absent,
     new_generation,
@@ -31,7 +30,7 @@ from ustun.http.errors import NotFoundError
 from ustun.http.preconditions import IF_MATCH
 from ustun.service.accounts import Account
 from ustun.service.bodies import read_json
-from ustun.service.conditional import Conditions, not_modified, representation
+from ustun.service.conditional import Conditions, conditional_get, representation
 from ustun.service.deps import DB, CurrentAccount
 from ustun.service.tables import documents
 from ustun.service.text import Text
@@ -135,10 +134,7 @@ async def get_document(
         row = (await conn.execute(select(documents).where(*_key(account, document_id)))).first()
     if row is None:
         raise NotFoundError(f"No document {document_id!r} in this account.")
-    current = validators(row)
-    if conditional_read(request.method, pre, current):
-        return not_modified(current)
-    return representation(render(row), current)
+    return conditional_get(request, pre, validators(row), render(row))
 
 
 @router.put("/{document_id}", response_model=None)

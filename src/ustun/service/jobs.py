@@ -10,16 +10,21 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from ustun import clock, jobs
 from ustun.clock import rfc3339
-from ustun.concurrency import Version, conditional_read
+from ustun.concurrency import Version
 from ustun.http.errors import NotFoundError
-from ustun.http.etag import version_etag
+from ustun.http.last_event_id import parse_last_event_id
 from ustun.http.preconditions import Validators
 from ustun.jobs.tables import jobs as jobs_table
-from ustun.service.conditional import Conditions, not_modified
+from ustun.service.conditional import (
+    Conditions,
+    conditional_get,
+    representation,
+    validator_headers,
+)
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.pagination import page
 from ustun.store import UnitOfWork
@@ -30,6 +35,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 POLL_AFTER = 1
 SSE_POLL_INTERVAL = 0.25
 SSE_KEEPALIVE = 15.0
+SSE_RETRY_MS = 1000
 Status = Literal["pending", "processing", "done", "failed", "cancelled"]
 
 
@@ -67,18 +73,24 @@ async def emit_final(uow: UnitOfWork, job: jobs.Job) -> None:
 jobs.registry.on_final(emit_final, acts_on=lambda job: job.account_id is not None)
 
 
-def headers(job: jobs.Job) -> dict[str, str]:
-    """`ETag` always; `Retry-After` (seconds until worth polling again) while not finished."""
-    out = {"etag": version_etag(job.version)}
-    if job.status not in jobs.FINAL:
-        wait = (job.run_at - clock.now()).total_seconds()
-        out["retry-after"] = str(max(POLL_AFTER, math.ceil(wait)))
-    return out
+def validators(job: jobs.Job) -> Validators:
+    """The job's `ETag` (its version) and `Last-Modified` (its last change)."""
+    return Validators(Version(job.version).etag, job.updated_at)
 
 
-def respond(job: jobs.Job, status_code: int = 200) -> JSONResponse:
-    """The job as a response with its headers."""
-    return JSONResponse(render(job), status_code=status_code, headers=headers(job))
+def poll_headers(job: jobs.Job) -> dict[str, str]:
+    """`Retry-After` (seconds until worth polling again) while the job is not finished."""
+    if job.status in jobs.FINAL:
+        return {}
+    wait = (job.run_at - clock.now()).total_seconds()
+    return {"retry-after": str(max(POLL_AFTER, math.ceil(wait)))}
+
+
+def respond(job: jobs.Job, status_code: int = 200) -> Response:
+    """The job as a response with its validators and `Retry-After`."""
+    return representation(
+        render(job), validators(job), status=status_code, headers=poll_headers(job)
+    )
 
 
 def _not_found(job_id: str) -> NotFoundError:
@@ -122,16 +134,11 @@ async def get_job(
 ) -> Response:
     """One job; 304 when the poller's `If-None-Match` still matches (RFC 9110 §13.2.2)."""
     job = await _owned(db, account, job_id)
-    current = Validators(Version(job.version).etag, job.updated_at)
-    if conditional_read(request.method, pre, current):
-        response = not_modified(current)
-        response.headers.update(headers(job))
-        return response
-    return respond(job)
+    return conditional_get(request, pre, validators(job), render(job), headers=poll_headers(job))
 
 
 @router.post("/{job_id}/cancel", response_model=None)
-async def cancel_job(job_id: str, account: CurrentAccount, db: DB) -> JSONResponse:
+async def cancel_job(job_id: str, account: CurrentAccount, db: DB) -> Response:
     """Cancel a pending job, or ask a running one to stop; 409 once it has finished."""
     job = await jobs.cancel(db, job_id, account_id=account.id)
     if job is None:
@@ -150,27 +157,23 @@ async def job_result(job_id: str, account: CurrentAccount, db: DB) -> Response:
         stored.content,
         media_type=stored.media_type,
         headers={
-            "etag": version_etag(job.version),
+            **validator_headers(validators(job)),
             "content-disposition": f'attachment; filename="{stored.filename}"',
         },
     )
 
 
-def _last_event_id(value: str | None) -> int:
-    try:
-        return max(0, int(value)) if value else 0
-    except ValueError:
-        return 0
-
-
-def _sse(event: jobs.JobEvent) -> str:
+def _sse(event: jobs.JobEvent, *, retry: bool = False) -> str:
+    """One event block; `retry` prefixes the reconnection delay (not a block of its own, which
+    some clients would surface as an empty message)."""
     data = {
         "id": event.job_id,
         "status": event.status,
         "progress": event.progress,
         "at": rfc3339(event.created_at),
     }
-    return f"id: {event.version}\nevent: {event.type}\ndata: {json.dumps(data)}\n\n"
+    prefix = f"retry: {SSE_RETRY_MS}\n" if retry else ""
+    return f"{prefix}id: {event.version}\nevent: {event.type}\ndata: {json.dumps(data)}\n\n"
 
 
 @router.get("/{job_id}/events", response_model=None)
@@ -180,26 +183,29 @@ async def job_events(
     account: CurrentAccount,
     db: DB,
     last_event_id: Annotated[str | None, Header()] = None,
-) -> StreamingResponse:
+) -> Response:
     """Server-sent events of the job's status and progress; resumes after `Last-Event-ID`.
 
     Events come from the database, so they flow whichever process runs the job; the stream
-    ends after the final state.
+    ends after the final state. A client that has already seen the final event (its
+    `Last-Event-ID` is at or past it) gets 204, which stops an `EventSource` from
+    reconnecting (WHATWG HTML §9.2.3); an id past the job's current version counts as current.
     """
-    await _owned(db, account, job_id)
-    after = _last_event_id(last_event_id)
+    job = await _owned(db, account, job_id)
+    after = min(parse_last_event_id(last_event_id), job.version)
+    if job.status in jobs.FINAL and after == job.version:
+        return Response(status_code=204)
 
     async def stream() -> AsyncIterator[str]:
-        last, quiet_since = after, time.monotonic()
-        yield "retry: 1000\n\n"
+        last, quiet_since, first = after, time.monotonic(), True
         while True:
             job = await jobs.get(db, job_id, account_id=account.id)
             if job is None:
                 return
             events = await jobs.events_after(db, job, last)
             for event in events:
-                yield _sse(event)
-                last = event.version
+                yield _sse(event, retry=first)
+                last, first = event.version, False
                 if event.status in jobs.FINAL:
                     return
             if not events and job.status in jobs.FINAL:

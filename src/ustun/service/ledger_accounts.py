@@ -11,9 +11,9 @@ from sqlalchemy import Row, insert, select
 
 from ustun import clock, ids
 from ustun.clock import rfc3339
-from ustun.concurrency import conditional_read, validators
+from ustun.concurrency import validators
 from ustun.http.errors import ProblemError
-from ustun.service.conditional import Conditions, not_modified, representation
+from ustun.service.conditional import Conditions, conditional_get, representation
 from ustun.service.deps import DB, CurrentAccount
 from ustun.service.money import Balance, Currency
 from ustun.service.tables import ledger_accounts
@@ -85,7 +85,4 @@ async def get_ledger_account(
         ).first()
     if row is None:
         raise ProblemError("not-found", f"No ledger account {ledger_account_id!r}.")
-    current = validators(row)
-    if conditional_read(request.method, pre, current):
-        return not_modified(current)
-    return representation(render(row), current)
+    return conditional_get(request, pre, validators(row), render(row))

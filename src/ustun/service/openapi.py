@@ -313,7 +313,7 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
     ("GET", "/v1/ledger-accounts/{ledger_account_id}"): _LEDGER_READ,
     # A `from` or `to` naming no ledger account of this account is a 404.
     ("POST", "/v1/transfers"): Notes(
-        problems=("not-found", "insufficient-funds"),
+        problems=("not-found", "insufficient-funds", "balance-limit-exceeded"),
         replies={
             201: Reply(
                 schemas.Transfer,
@@ -386,13 +386,14 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
         },
     ),
     ("POST", "/v1/webhook-endpoints"): Notes(
+        problems=("quota-exceeded",),
         replies={
             201: Reply(
                 schemas.WebhookEndpointWithSecret,
                 headers={"ETag": True, "Location": True},
                 links=_ENDPOINT_LINKS,
             )
-        }
+        },
     ),
     ("GET", "/v1/webhook-endpoints"): _listing(schemas.WebhookEndpointList),
     ("GET", ENDPOINT): Notes(replies={200: _ENDPOINT_REPLY}),
@@ -400,7 +401,7 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
     ("DELETE", ENDPOINT): Notes(if_match="optional"),
     ("POST", f"{ENDPOINT}/rotate-secret"): Notes(replies={200: _SECRET_REPLY}),
     ("POST", f"{ENDPOINT}/test"): Notes(
-        problems=("state-conflict",),
+        problems=("state-conflict", "rate-limited"),
         replies={
             202: Reply(
                 schemas.Event,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -14,15 +14,14 @@ from ustun.clock import rfc3339
 from ustun.concurrency import (
     GuardRejected,
     compare_and_set,
-    conditional_read,
     require_if_match,
     validators,
 )
 from ustun.http.errors import NotFoundError, StateConflictError
 from ustun.idempotency import idempotency
 from ustun.service.accounts import Account
-from ustun.service.bodies import read_json
-from ustun.service.conditional import Conditions, not_modified, representation
+from ustun.service.bodies import INTEGRAL_FLOAT, read_json
+from ustun.service.conditional import Conditions, conditional_get, representation
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.money import Amount, Currency
 from ustun.service.pagination import page
@@ -76,7 +75,7 @@ class PaymentCreate(BaseModel):
     amount: Amount
     currency: Currency
     # The column is a signed 64-bit integer; a larger number is bad input, not a 500.
-    order_id: StrictInt | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
+    order_id: Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1), INTEGRAL_FLOAT] | None = None
     description: Text | None = Field(default=None, max_length=1000)
 
 
@@ -133,10 +132,7 @@ async def get_payment(
         ).first()
     if row is None:
         raise NotFoundError(f"No payment {payment_id!r} in this account.")
-    current = validators(row)
-    if conditional_read(request.method, pre, current):
-        return not_modified(current)
-    return representation(render(row), current)
+    return conditional_get(request, pre, validators(row), render(row))
 
 
 # Its body (read by hand) is documented by `ustun.service.openapi.ROUTE_NOTES`.

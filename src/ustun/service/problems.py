@@ -15,11 +15,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ustun.http.errors import ProblemError
 from ustun.http.problem import CATALOGUE, MEDIA_TYPE, encode, problem
+from ustun.service.bodies import unreadable
 
 log = logging.getLogger("ustun.service")
 
 # Statuses Starlette or FastAPI raise on their own, and the problem type each becomes.
 _SLUG_BY_STATUS = {
+    400: "bad-request",
     401: "unauthorized",
     404: "not-found",
     405: "method-not-allowed",
@@ -67,6 +69,10 @@ async def _on_problem(request: Request, exc: Exception) -> Response:
 
 async def _on_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    # FastAPI answers 400 for a body it could not parse; say why (e.g. nested too deeply).
+    cause = unreadable(exc.__cause__)
+    if cause is not None:
+        return await _on_problem(request, cause)
     slug = _SLUG_BY_STATUS.get(exc.status_code)
     detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
     if slug is None:
@@ -93,6 +99,10 @@ def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
 
 async def _on_validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
+    # FastAPI reports malformed JSON as a validation error at `body.<offset>`: it is a 400.
+    cause = unreadable(exc.__cause__)
+    if cause is not None:
+        return await _on_problem(request, cause)
     errors = _field_errors(exc)
     fields = ", ".join(e["field"] for e in errors) or "the request"
     return problem_response(

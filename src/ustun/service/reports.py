@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import func, select
 
 from ustun import clock, jobs
@@ -20,6 +20,9 @@ router = APIRouter(prefix="/v1/reports", tags=["reports"])
 
 KIND = "report"
 PAGE = 1_000
+# Payments begin at the Unix epoch; 9999 is out, as its end (1 January 10000) is past what
+# `datetime` can represent.
+FIRST_YEAR, LAST_YEAR = 1970, 9998
 
 
 class ReportRequest(BaseModel):
@@ -27,8 +30,19 @@ class ReportRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    period: str = Field(pattern=r"^\d{4}(-(0[1-9]|1[0-2]))?$", examples=["2026", "2026-06"])
+    period: str = Field(
+        pattern=r"^[0-9]{4}(-(0[1-9]|1[0-2]))?$",
+        examples=["2026", "2026-06"],
+        description=f"A year from {FIRST_YEAR} to {LAST_YEAR}, or a month of one (`YYYY-MM`).",
+    )
     format: Literal["csv", "json", "pdf"]
+
+    @field_validator("period")
+    @classmethod
+    def _real_year(cls, period: str) -> str:
+        if not FIRST_YEAR <= int(period[:4]) <= LAST_YEAR:
+            raise ValueError(f"the year must be from {FIRST_YEAR} to {LAST_YEAR}")
+        return period
 
 
 def period_bounds(period: str) -> tuple[datetime, datetime]:
@@ -46,7 +60,7 @@ def period_bounds(period: str) -> tuple[datetime, datetime]:
 
 
 @router.post("", status_code=202, response_model=None)
-async def create_report(body: ReportRequest, account: CurrentAccount, db: DB) -> JSONResponse:
+async def create_report(body: ReportRequest, account: CurrentAccount, db: DB) -> Response:
     """Start building a report; follow `Location` (poll, SSE) to its result."""
     async with db.unit_of_work():
         job = await jobs.enqueue(db, KIND, body.model_dump(), account_id=account.id)

@@ -15,7 +15,7 @@ from ustun.http.errors import ProblemError
 from ustun.idempotency import idempotency
 from ustun.service.deps import DB, CurrentAccount
 from ustun.service.faults import pause_point
-from ustun.service.money import Amount, Currency
+from ustun.service.money import MAX_AMOUNT, Amount, Currency
 from ustun.service.tables import ledger_accounts, transfers
 from ustun.service.text import Text
 from ustun.webhooks.outbox import emit
@@ -53,17 +53,22 @@ class TransferCreate(BaseModel):
         return self
 
 
-def _adjust(ledger_id: str, delta: int) -> Any:
+def _move(ledger_id: str, delta: int) -> Any:
+    """Add `delta` to one balance only if the result stays in 0..MAX_AMOUNT: the bound is in the
+    UPDATE's own WHERE, so no concurrent write can slip between a check and the change."""
+    balance = ledger_accounts.c.balance
+    bound = balance >= -delta if delta < 0 else balance <= MAX_AMOUNT - delta
     return (
         update(ledger_accounts)
-        .where(ledger_accounts.c.id == ledger_id)
-        .values(balance=ledger_accounts.c.balance + delta, version=ledger_accounts.c.version + 1)
+        .where(ledger_accounts.c.id == ledger_id, bound)
+        .values(balance=balance + delta, version=ledger_accounts.c.version + 1)
     )
 
 
 @router.post("", status_code=201, openapi_extra=idempotency("required"), response_model=None)
 async def create_transfer(body: TransferCreate, account: CurrentAccount, db: DB) -> JSONResponse:
-    """Debit `from` and credit `to` atomically; 409 `insufficient-funds` if `from` is short."""
+    """Debit `from` and credit `to` atomically; 409 `insufficient-funds` if `from` is short,
+    409 `balance-limit-exceeded` if `to` would pass MAX_AMOUNT (nothing moved in either case)."""
     async with db.unit_of_work() as uow:
         # Lock both rows in id order, so two opposite transfers cannot deadlock (PostgreSQL).
         rows = (
@@ -94,16 +99,25 @@ async def create_transfer(body: TransferCreate, account: CurrentAccount, db: DB)
                         }
                     ],
                 )
-        balance = found[body.source].balance
-        if balance < body.amount:
+        debited = await uow.conn.execute(_move(body.source, -body.amount))
+        if debited.rowcount == 0:
+            balance = found[body.source].balance
             raise ProblemError(
                 "insufficient-funds",
                 f"Ledger account {body.source!r} holds {balance}, less than {body.amount}.",
                 balance=balance,
             )
-        await uow.conn.execute(_adjust(body.source, -body.amount))
         await pause_point("transfer")
-        await uow.conn.execute(_adjust(body.target, body.amount))
+        credited = await uow.conn.execute(_move(body.target, body.amount))
+        if credited.rowcount == 0:
+            balance = found[body.target].balance
+            raise ProblemError(
+                "balance-limit-exceeded",
+                f"Ledger account {body.target!r} holds {balance}; {body.amount} more would pass "
+                f"{MAX_AMOUNT}, the largest balance.",
+                balance=balance,
+                max_balance=MAX_AMOUNT,
+            )
         row = (
             await uow.conn.execute(
                 insert(transfers)

@@ -6,21 +6,32 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-from sqlalchemy import Row, delete, select, update
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from sqlalchemy import ColumnElement, Row, case, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock
 from ustun.clock import rfc3339
+from ustun.concurrency import (
+    GuardRejected,
+    Preconditions,
+    Version,
+    compare_and_delete,
+    compare_and_set,
+    validators,
+)
 from ustun.http.errors import ProblemError
-from ustun.http.etag import version_etag
+from ustun.service.bodies import INTEGRAL_FLOAT
+from ustun.service.conditional import Conditions, conditional_get
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.pagination import page
 from ustun.service.text import Text
 from ustun.service.webhook_events import render_event
 from ustun.service.webhook_runtime import AppSettings, Box
-from ustun.store import UnitOfWork
+from ustun.store import Database, UnitOfWork
 from ustun.webhooks import endpoints as ops
+from ustun.webhooks import quotas
 from ustun.webhooks.addresses import url_refusal
 from ustun.webhooks.outbox import PING, emit, wake
 from ustun.webhooks.patterns import is_pattern
@@ -31,9 +42,10 @@ router = APIRouter(prefix="/v1/webhook-endpoints", tags=["webhooks"])
 PATH = "/v1/webhook-endpoints"
 # Answers that show a signing secret: no cache may keep them (RFC 9111 §5.2.2.5).
 NO_STORE = "no-store"
-IfMatch = Annotated[str | None, Header(description="ETag from a GET; 412 if it changed.")]
+DISABLED_BY_REQUEST = "disabled by request"
 
 Events = Annotated[list[str], Field(min_length=1, max_length=100)]
+InFlight = Annotated[StrictInt, Field(ge=1, le=256), INTEGRAL_FLOAT]
 
 
 def _check_patterns(patterns: list[str] | None) -> list[str] | None:
@@ -53,7 +65,7 @@ class EndpointIn(BaseModel):
     description: Text = Field(default="", max_length=500)
     payload: Literal["full", "thin"] = "full"
     rate_limit: float | None = Field(default=None, gt=0, le=10_000, description="Sends/s.")
-    max_in_flight: int = Field(default=ops.DEFAULT_MAX_IN_FLIGHT, ge=1, le=256)
+    max_in_flight: InFlight = ops.DEFAULT_MAX_IN_FLIGHT
 
     _patterns = field_validator("events")(_check_patterns)
 
@@ -68,7 +80,7 @@ class EndpointPatch(BaseModel):
     description: Text | None = Field(default=None, max_length=500)
     payload: Literal["full", "thin"] | None = None
     rate_limit: float | None = Field(default=None, gt=0, le=10_000)
-    max_in_flight: int | None = Field(default=None, ge=1, le=256)
+    max_in_flight: InFlight | None = None
     enabled: bool | None = None
 
     _patterns = field_validator("events")(_check_patterns)
@@ -110,9 +122,9 @@ def _check_url(url: str, allow_private: bool) -> None:
         )
 
 
-async def _load(uow: UnitOfWork, account_id: str, endpoint_id: str) -> Row[Any]:
+async def _load(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Row[Any]:
     row = (
-        await uow.conn.execute(
+        await conn.execute(
             select(endpoints).where(
                 endpoints.c.id == endpoint_id, endpoints.c.account_id == account_id
             )
@@ -123,19 +135,47 @@ async def _load(uow: UnitOfWork, account_id: str, endpoint_id: str) -> Row[Any]:
     return row
 
 
-def _check_if_match(if_match: str | None, row: Row[Any]) -> None:
-    """RFC 9110 §13.1.1: strong comparison; `*` matches any current representation."""
-    if if_match is None:
-        return
-    tags = [t.strip() for t in if_match.split(",")]
-    if "*" not in tags and version_etag(row.version) not in tags:
-        raise ProblemError(
-            "precondition-failed", f"Webhook endpoint {row.id} changed since you read it."
-        )
+def _key(account_id: str, endpoint_id: str) -> list[ColumnElement[bool]]:
+    return [endpoints.c.id == endpoint_id, endpoints.c.account_id == account_id]
+
+
+async def _change(
+    uow: UnitOfWork,
+    key: list[ColumnElement[bool]],
+    pre: Preconditions,
+    values: dict[str, Any],
+    enabled: bool | None,
+) -> Row[Any]:
+    """A PATCH as one compare-and-set; disabling an enabled endpoint logs `endpoint.disabled`."""
+    c = endpoints.c
+    if enabled is True:
+        # Re-enabling clears the failure streak; enabling an enabled endpoint keeps it.
+        streak = case((c.enabled.is_(True), c.failing_since), else_=None)
+        values |= {"enabled": True, "disabled_reason": None, "failing_since": streak}
+    elif enabled is False:
+        disabling = values | {"enabled": False, "disabled_reason": DISABLED_BY_REQUEST}
+        try:
+            row = await compare_and_set(
+                uow.conn,
+                endpoints,
+                where=key,
+                pre=pre,
+                values=disabling,
+                method="PATCH",
+                guard=c.enabled.is_(True),
+            )
+        except GuardRejected:
+            pass  # Already disabled: the rest of the change still applies, below.
+        else:
+            await ops.log_disabled(uow, row)
+            return row
+    return await compare_and_set(
+        uow.conn, endpoints, where=key, pre=pre, values=values, method="PATCH"
+    )
 
 
 def _respond(response: Response, row: Row[Any]) -> dict[str, Any]:
-    response.headers["etag"] = version_etag(row.version)
+    response.headers["etag"] = str(Version.of(row).etag)
     return render(row)
 
 
@@ -151,10 +191,11 @@ async def create_endpoint(
     """Subscribe a URL; the signing `secret` is in this response and never again."""
     _check_url(body.url, settings.webhook_allow_private)
     async with db.unit_of_work() as uow:
+        await quotas.reserve_endpoint(uow.conn, account.id, settings.max_endpoints)
         endpoint_id, secret = await ops.create(
             uow, box, account.id, **body.model_dump(exclude_none=True)
         )
-        row = await _load(uow, account.id, endpoint_id)
+        row = await _load(uow.conn, account.id, endpoint_id)
     response.headers["location"] = f"{PATH}/{endpoint_id}"
     response.headers["cache-control"] = NO_STORE
     return _respond(response, row) | {"secret": str(secret)}
@@ -176,13 +217,19 @@ async def list_endpoints(
         )
 
 
-@router.get("/{endpoint_id}")
+async def read_endpoint(db: Database, account_id: str, endpoint_id: str) -> Row[Any]:
+    """One endpoint of the account; 404 when it has none by that id."""
+    async with db.read() as conn:
+        return await _load(conn, account_id, endpoint_id)
+
+
+@router.get("/{endpoint_id}", response_model=None)
 async def get_endpoint(
-    endpoint_id: str, account: CurrentAccount, db: DB, response: Response
-) -> dict[str, Any]:
-    """One endpoint, with its `ETag`."""
-    async with db.unit_of_work() as uow:
-        return _respond(response, await _load(uow, account.id, endpoint_id))
+    endpoint_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
+) -> Response:
+    """One endpoint with its `ETag`; 304 when If-None-Match matches."""
+    row = await read_endpoint(db, account.id, endpoint_id)
+    return conditional_get(request, pre, validators(row), render(row))
 
 
 @router.patch("/{endpoint_id}")
@@ -193,7 +240,7 @@ async def update_endpoint(
     db: DB,
     settings: AppSettings,
     response: Response,
-    if_match: IfMatch = None,
+    pre: Conditions,
 ) -> dict[str, Any]:
     """Change the URL, filters, payload, limits; `enabled: false` disables (and logs it)."""
     change = body.model_dump(exclude_unset=True)
@@ -211,31 +258,19 @@ async def update_endpoint(
     enabled = change.pop("enabled", None)
     if "events" in change:
         change["events"] = json.dumps(change["events"])
+    change["updated_at"] = clock.now()
     async with db.unit_of_work() as uow:
-        row = await _load(uow, account.id, endpoint_id)
-        _check_if_match(if_match, row)
-        if enabled is False:
-            await ops.disable(uow, endpoint_id, "disabled by request")
-        elif enabled is True and not row.enabled:
-            change |= {"enabled": True, "disabled_reason": None, "failing_since": None}
-        if change:
-            await uow.conn.execute(
-                update(endpoints)
-                .where(endpoints.c.id == endpoint_id)
-                .values(**change, version=endpoints.c.version + 1, updated_at=clock.now())
-            )
-        return _respond(response, await _load(uow, account.id, endpoint_id))
+        row = await _change(uow, _key(account.id, endpoint_id), pre, change, enabled)
+    return _respond(response, row)
 
 
 @router.delete("/{endpoint_id}", status_code=204)
 async def delete_endpoint(
-    endpoint_id: str, account: CurrentAccount, db: DB, if_match: IfMatch = None
+    endpoint_id: str, account: CurrentAccount, db: DB, pre: Conditions
 ) -> Response:
-    """Remove the endpoint and its deliveries (the events stay in the log)."""
+    """Remove the endpoint and, by cascade, its deliveries (the events stay in the log)."""
     async with db.unit_of_work() as uow:
-        _check_if_match(if_match, await _load(uow, account.id, endpoint_id))
-        await uow.conn.execute(delete(deliveries).where(deliveries.c.endpoint_id == endpoint_id))
-        await uow.conn.execute(delete(endpoints).where(endpoints.c.id == endpoint_id))
+        await compare_and_delete(uow.conn, endpoints, where=_key(account.id, endpoint_id), pre=pre)
     return Response(status_code=204)
 
 
@@ -245,19 +280,22 @@ async def rotate_secret(
 ) -> dict[str, Any]:
     """A new secret (shown here once); the old one keeps signing for 24 hours."""
     async with db.unit_of_work() as uow:
-        secret = await ops.rotate(uow, box, await _load(uow, account.id, endpoint_id))
-        row = await _load(uow, account.id, endpoint_id)
+        secret = await ops.rotate(uow, box, await _load(uow.conn, account.id, endpoint_id))
+        row = await _load(uow.conn, account.id, endpoint_id)
     response.headers["cache-control"] = NO_STORE
     return _respond(response, row) | {"secret": str(secret)}
 
 
 @router.post("/{endpoint_id}/test", status_code=202)
-async def send_test(endpoint_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
-    """Send a `ping` event to this endpoint alone."""
+async def send_test(
+    endpoint_id: str, account: CurrentAccount, db: DB, settings: AppSettings
+) -> dict[str, Any]:
+    """Send a `ping` event to this endpoint alone, at most `test_pings_per_minute` a minute."""
     async with db.unit_of_work() as uow:
-        row = await _load(uow, account.id, endpoint_id)
+        row = await _load(uow.conn, account.id, endpoint_id)
         if not row.enabled:
             raise ProblemError("state-conflict", f"Webhook endpoint {endpoint_id} is disabled.")
+        await quotas.reserve_ping(uow.conn, account.id, settings.test_pings_per_minute)
         event_id = await emit(
             uow, account.id, PING, {"endpoint_id": endpoint_id}, endpoint_id=endpoint_id
         )
@@ -274,7 +312,7 @@ async def recover(
     d = deliveries
     recoverable = [s.value for s in sources(Change.RESEND) if s in (Status.FAILED, Status.DEAD)]
     async with db.unit_of_work() as uow:
-        row = await _load(uow, account.id, endpoint_id)
+        row = await _load(uow.conn, account.id, endpoint_id)
         if not row.enabled:
             raise ProblemError("state-conflict", f"Webhook endpoint {endpoint_id} is disabled.")
         now = clock.now()

@@ -135,11 +135,21 @@ async def disable(uow: UnitOfWork, endpoint_id: str, reason: str) -> bool:
                 version=endpoints.c.version + 1,
                 updated_at=now,
             )
-            .returning(endpoints.c.account_id, endpoints.c.url)
+            .returning(*endpoints.c)
         )
     ).first()
     if row is None:
         return False
-    data = {"id": endpoint_id, "object": "webhook_endpoint", "url": row.url, "reason": reason}
-    await emit(uow, row.account_id, ENDPOINT_DISABLED, data)
+    await log_disabled(uow, row)
     return True
+
+
+async def log_disabled(uow: UnitOfWork, row: Row[Any]) -> None:
+    """Log `endpoint.disabled` for an endpoint row this unit of work has just disabled."""
+    data = {
+        "id": row.id,
+        "object": "webhook_endpoint",
+        "url": row.url,
+        "reason": row.disabled_reason,
+    }
+    await emit(uow, row.account_id, ENDPOINT_DISABLED, data)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import httpx
 from fastapi import FastAPI
 
 from dashboard_support import log_in
+from ustun.http.sse_parser import EventStreamParser
 from ustun.service.accounts import create_key
 
 
@@ -62,3 +64,25 @@ async def test_another_account_cannot_see_or_follow_a_job(app: FastAPI, api_key:
         assert (await other.get(f"/dashboard/jobs/{job_id}")).status_code == 404
         assert (await other.get(f"/dashboard/jobs/{job_id}/events")).status_code == 404
         assert (await other.get(f"/dashboard/jobs/{job_id}/result")).status_code == 404
+
+
+async def test_the_live_stream_stops_reconnections_and_refuses_bad_ids(
+    app: FastAPI, browser: httpx.AsyncClient, api_key: str
+) -> None:
+    job_id = await _report_job(app, api_key)
+    csrf = await log_in(browser, api_key)
+    url = f"/dashboard/jobs/{job_id}/events"
+    assert (await browser.get(url, headers={"last-event-id": str(2**63)})).status_code == 400
+    await browser.post(f"/dashboard/jobs/{job_id}/cancel", data={"csrf_token": csrf})
+
+    first = await browser.get(url)
+    parser = EventStreamParser()
+    events = parser.feed(first.content)
+    assert (first.status_code, events[0].retry) == (200, 1000)
+    assert json.loads(events[-1].data)["status"] == "cancelled"
+    again = await browser.get(url, headers={"last-event-id": parser.last_event_id})
+    assert (again.status_code, again.content) == (204, b"")
+    for value in (str(2**63), "-1"):
+        refused = await browser.get(url, headers={"last-event-id": value})
+        assert refused.status_code == 400
+        assert refused.json()["type"].endswith("/problems/bad-request")

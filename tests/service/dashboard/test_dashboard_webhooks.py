@@ -14,6 +14,15 @@ from ustun.service.accounts import create_key
 
 EVENT = re.compile(r"/dashboard/events/(evt_[A-Za-z0-9]+)")
 DELIVERY = re.compile(r"/dashboard/deliveries/(dlv_[A-Za-z0-9]+)")
+ETAG = re.compile(r'name="etag" value="([^"]+)"')
+
+
+async def _etag(browser: httpx.AsyncClient, endpoint_id: str) -> str:
+    """The ETag the endpoint's page put into its enable/disable form."""
+    page = await browser.get(f"/dashboard/endpoints/{endpoint_id}")
+    found = ETAG.search(page.text)
+    assert found, page.text
+    return html.unescape(found.group(1))
 
 
 async def test_create_an_endpoint_and_see_its_secret_once(
@@ -45,7 +54,10 @@ async def test_disable_enable_rotate_and_test(browser: httpx.AsyncClient, api_ke
     endpoint_id, secret = await create_endpoint(browser, csrf, "https://example.com/a")
     base = f"/dashboard/endpoints/{endpoint_id}"
 
-    disabled = await browser.post(f"{base}/enabled", data={"csrf_token": csrf, "enabled": "false"})
+    etag = await _etag(browser, endpoint_id)
+    disabled = await browser.post(
+        f"{base}/enabled", data={"csrf_token": csrf, "enabled": "false", "etag": etag}
+    )
     assert disabled.status_code == 303
     page = await browser.get(disabled.headers["location"])
     assert "Endpoint disabled." in page.text
@@ -53,7 +65,10 @@ async def test_disable_enable_rotate_and_test(browser: httpx.AsyncClient, api_ke
     refused = await browser.post(f"{base}/test", data={"csrf_token": csrf})
     assert 'role="alert"' in refused.text
 
-    await browser.post(f"{base}/enabled", data={"csrf_token": csrf, "enabled": "true"})
+    etag = await _etag(browser, endpoint_id)
+    await browser.post(
+        f"{base}/enabled", data={"csrf_token": csrf, "enabled": "true", "etag": etag}
+    )
     rotated = await browser.post(f"{base}/rotate", data={"csrf_token": csrf})
     new_secret = SECRET.search(rotated.text)
     assert new_secret
@@ -92,12 +107,29 @@ async def test_disable_enable_rotate_and_test(browser: httpx.AsyncClient, api_ke
     assert "deliveries queued again" in recovered.text
 
 
+async def test_a_stale_enable_form_changes_nothing(
+    browser: httpx.AsyncClient, api_key: str
+) -> None:
+    csrf = await log_in(browser, api_key)
+    endpoint_id, _ = await create_endpoint(browser, csrf, "https://example.com/s")
+    base = f"/dashboard/endpoints/{endpoint_id}"
+    shown = await _etag(browser, endpoint_id)
+    off = {"csrf_token": csrf, "enabled": "false", "etag": shown}
+    assert (await browser.post(f"{base}/enabled", data=off)).status_code == 303
+    on = {"csrf_token": csrf, "enabled": "true", "etag": shown}
+    stale = await browser.post(f"{base}/enabled", data=on)
+    assert stale.status_code == 200
+    assert "changed since this page was loaded" in stale.text
+    assert ">Enable<" in stale.text
+    assert await _etag(browser, endpoint_id) != shown
+
+
 async def test_actions_need_the_csrf_token(browser: httpx.AsyncClient, api_key: str) -> None:
     csrf = await log_in(browser, api_key)
     endpoint_id, _ = await create_endpoint(browser, csrf, "https://example.com/c")
     for path, data in [
         ("/dashboard/endpoints", {"url": "https://example.com/d"}),
-        (f"/dashboard/endpoints/{endpoint_id}/enabled", {"enabled": "false"}),
+        (f"/dashboard/endpoints/{endpoint_id}/enabled", {"enabled": "false", "etag": '"1"'}),
         (f"/dashboard/endpoints/{endpoint_id}/rotate", {}),
         (f"/dashboard/endpoints/{endpoint_id}/test", {}),
         (f"/dashboard/endpoints/{endpoint_id}/recover", {"since": "2020-01-01T00:00:00"}),

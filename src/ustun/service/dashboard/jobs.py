@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, cast
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 
 from ustun import jobs
 from ustun.http.errors import NotFoundError, ProblemError
@@ -68,8 +68,9 @@ async def job_detail(request: Request, who: LoggedIn, job_id: str) -> Response:
 
 
 @router.get("/jobs/{job_id}/events")
-async def job_events(request: Request, who: LoggedIn, job_id: str) -> StreamingResponse:
-    """The job's SSE stream (status and progress), for the logged-in account's job only."""
+async def job_events(request: Request, who: LoggedIn, job_id: str) -> Response:
+    """The job's SSE stream (status and progress), for the logged-in account's job only; the
+    API's rules apply (400 for a bad `Last-Event-ID`, 204 once the final event was seen)."""
     return await jobs_api.job_events(
         job_id, request, who.account, request.app.state.db, request.headers.get("last-event-id")
     )

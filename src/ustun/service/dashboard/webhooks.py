@@ -14,7 +14,10 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
 from pydantic import ValidationError
 
-from ustun.http.errors import ProblemError
+from ustun.concurrency import validators
+from ustun.http.errors import PreconditionFailedError, ProblemError
+from ustun.http.etag import EntityTagMatch
+from ustun.http.preconditions import Preconditions
 from ustun.service import webhook_deliveries as deliveries_api
 from ustun.service import webhook_endpoints as endpoints_api
 from ustun.service import webhook_events as events_api
@@ -130,7 +133,7 @@ async def _endpoint_page(
     recovered: int | None = None,
 ) -> Response:
     db = _db(request)
-    endpoint = await endpoints_api.get_endpoint(endpoint_id, who.account, db, Response())
+    row = await endpoints_api.read_endpoint(db, who.account.id, endpoint_id)
     recent = await deliveries_api.list_deliveries(
         who.account, db, DEFAULT_PAGE, None, endpoint_id=endpoint_id
     )
@@ -142,7 +145,8 @@ async def _endpoint_page(
         "endpoint.html",
         who,
         nav="endpoints",
-        endpoint=endpoint,
+        endpoint=endpoints_api.render(row),
+        etag=str(validators(row).etag),
         deliveries=recent,
         secret=secret,
         error=error,
@@ -164,12 +168,23 @@ async def set_enabled(
     who: Posting,
     endpoint_id: str,
     enabled: Annotated[str, Form(pattern="^(true|false)$")],
+    etag: Annotated[str, Form(max_length=100)],
 ) -> Response:
-    """Enable or disable an endpoint."""
+    """Enable or disable an endpoint, if it is still as the page showed it (its `etag`)."""
     change = endpoints_api.EndpointPatch(enabled=enabled == "true")
-    await endpoints_api.update_endpoint(
-        endpoint_id, change, who.account, _db(request), request.app.state.settings, Response()
-    )
+    try:
+        await endpoints_api.update_endpoint(
+            endpoint_id,
+            change,
+            who.account,
+            _db(request),
+            request.app.state.settings,
+            Response(),
+            Preconditions(if_match=EntityTagMatch.parse(etag)),
+        )
+    except PreconditionFailedError:
+        stale = "The endpoint changed since this page was loaded; here it is as it is now."
+        return await _endpoint_page(request, who, endpoint_id, error=stale)
     done = "enabled" if change.enabled else "disabled"
     return see_other(f"/dashboard/endpoints/{endpoint_id}?done={done}")
 
@@ -189,7 +204,9 @@ async def rotate(request: Request, who: Posting, endpoint_id: str) -> Response:
 async def send_test(request: Request, who: Posting, endpoint_id: str) -> Response:
     """Send a `ping` event to the endpoint."""
     try:
-        await endpoints_api.send_test(endpoint_id, who.account, _db(request))
+        await endpoints_api.send_test(
+            endpoint_id, who.account, _db(request), request.app.state.settings
+        )
     except ProblemError as exc:
         return await _endpoint_page(request, who, endpoint_id, error=exc.detail)
     return see_other(f"/dashboard/endpoints/{endpoint_id}?done=tested")
