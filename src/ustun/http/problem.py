@@ -121,13 +121,6 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "breaks its grammar. The detail says which part and what is wrong.",
         ),
         ProblemType(
-            "bad-request",
-            400,
-            "Bad request",
-            "The request is malformed: a body that cannot be parsed, or a header whose value "
-            "breaks its grammar. The detail says which part and what is wrong.",
-        ),
-        ProblemType(
             "not-found",
             404,
             "Not found",
