@@ -11,12 +11,17 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import asyncpg
 import httpx
 import pytest
+from jsonschema import FormatChecker
+from jsonschema.protocols import Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import Specification
 
 from ustun.service.accounts import account_for_key, create_key
 from ustun.store import Database
@@ -184,6 +189,29 @@ class Server(UstunProcess):
 
         wait_for(healthy, timeout=30, what="ustun serve to answer /healthz")
         return self
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running `ustun serve` and the API key it printed on first start."""
+
+    base_url: str
+    key: str
+
+
+def schema_validators(
+    document: dict[str, Any], spec: Specification[Any], cls: type[Validator]
+) -> Callable[[str], Validator]:
+    """Validators for the schemas `document` refers to (`#/components/…`), `$ref`s resolved."""
+    uri = "urn:document"
+    registry: Registry[Any] = Registry().with_resource(
+        uri, Resource.from_contents(document, default_specification=spec)
+    )
+
+    def make(ref: str) -> Validator:
+        return cls({"$ref": f"{uri}{ref}"}, registry=registry, format_checker=FormatChecker())
+
+    return make
 
 
 def problem_of(response: httpx.Response, status: int, slug: str) -> dict[str, Any]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support import BACKENDS, drop_pg_database, make_pg_database
+from support import BACKENDS, Served, Server, drop_pg_database, make_pg_database, wait_for
+
+FIRST_KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 
 
 @pytest.fixture(params=BACKENDS)
@@ -32,3 +35,15 @@ def module_database(
     name, url = make_pg_database()
     yield url
     drop_pg_database(name)
+
+
+@pytest.fixture(scope="module")
+def served(module_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One `ustun serve` per module and backend, on a fresh database, webhooks to anywhere."""
+    tmp = tmp_path_factory.mktemp("served")
+    server = Server(module_database, tmp / "serve.log", USTUN_WEBHOOK_ALLOW_PRIVATE="1").start()
+    try:
+        key = wait_for(lambda: FIRST_KEY.search(server.output()), what="the first API key")
+        yield Served(server.base_url, key.group())
+    finally:
+        server.stop()

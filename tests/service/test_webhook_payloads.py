@@ -8,18 +8,17 @@ each received body is validated with `jsonschema` against the schema `/openapi.j
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 import pytest
-from jsonschema import Draft7Validator, Draft202012Validator, FormatChecker
+from jsonschema import Draft7Validator, Draft202012Validator
 from jsonschema.protocols import Validator
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT7, DRAFT202012, Specification
+from referencing.jsonschema import DRAFT7, DRAFT202012
 
 import job_kinds  # noqa: F401  (registers the `slow` and `broken` job kinds)
+from support import schema_validators
 from ustun import jobs
 from ustun.service.accounts import account_for_key
 from ustun.service.event_types import CATALOGUE
@@ -53,27 +52,12 @@ async def running(settings: Settings, db: Database, api_key: str) -> AsyncIterat
         await receiver.stop()
 
 
-def _validators(
-    document: dict[str, Any], spec: Specification[Any], cls: type[Validator]
-) -> Callable[[str], Validator]:
-    """Validators for the schemas `document` refers to (`#/components/…`), `$ref`s resolved."""
-    uri = "urn:document"
-    registry: Registry[Any] = Registry().with_resource(
-        uri, Resource.from_contents(document, default_specification=spec)
-    )
-
-    def make(ref: str) -> Validator:
-        return cls({"$ref": f"{uri}{ref}"}, registry=registry, format_checker=FormatChecker())
-
-    return make
-
-
 async def _schemas(client: httpx.AsyncClient) -> dict[str, list[Validator]]:
     """For each event type, a validator for the body schema each document refers to."""
     openapi = (await client.get("/openapi.json")).json()
     asyncapi = (await client.get("/asyncapi.json")).json()
-    in_openapi = _validators(openapi, DRAFT202012, Draft202012Validator)
-    in_asyncapi = _validators(asyncapi, DRAFT7, Draft7Validator)
+    in_openapi = schema_validators(openapi, DRAFT202012, Draft202012Validator)
+    in_asyncapi = schema_validators(asyncapi, DRAFT7, Draft7Validator)
     by_type: dict[str, list[Validator]] = {}
     for name, hook in openapi["webhooks"].items():
         schema = hook["post"]["requestBody"]["content"]["application/json"]["schema"]

@@ -137,11 +137,7 @@ async def get_document(
     return conditional_get(request, pre, validators(row), render(row))
 
 
-@router.put(
-    "/{document_id}",
-    response_model=None,
-    responses={201: {"description": "Created at this id (`If-None-Match: *`)."}},
-)
+@router.put("/{document_id}", response_model=None)
 async def put_document(
     document_id: DocumentId,
     document: DocumentIn,
@@ -172,16 +168,8 @@ async def put_document(
     return representation(render(row), validators(row))
 
 
-@router.patch(
-    "/{document_id}",
-    response_model=None,
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {MERGE_PATCH: {"schema": PATCH_SCHEMA}},
-        }
-    },
-)
+# Its body (read by hand) is documented by `ustun.service.openapi.ROUTE_NOTES`.
+@router.patch("/{document_id}", response_model=None)
 async def patch_document(
     document_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
 ) -> Response:

@@ -135,19 +135,8 @@ async def get_payment(
     return conditional_get(request, pre, validators(row), render(row))
 
 
-@router.patch(
-    "/{payment_id}",
-    response_model=None,
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                media_type: {"schema": PaymentUpdate.model_json_schema()}
-                for media_type in PATCH_MEDIA_TYPES
-            },
-        }
-    },
-)
+# Its body (read by hand) is documented by `ustun.service.openapi.ROUTE_NOTES`.
+@router.patch("/{payment_id}", response_model=None)
 async def update_payment(
     payment_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
 ) -> Response:
