@@ -24,13 +24,6 @@ CATALOGUE: Mapping[str, ProblemType] = {
     p.slug: p
     for p in (
         ProblemType(
-            "bad-request",
-            400,
-            "Bad request",
-            "The request body could not be read: it is not valid JSON (the detail says what is "
-            "wrong, at which line, column and character), not UTF-8, or nested too deeply.",
-        ),
-        ProblemType(
             "idempotency-key-missing",
             400,
             "Idempotency-Key required",
@@ -117,8 +110,9 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "bad-request",
             400,
             "Bad request",
-            "The request is malformed: a body that cannot be parsed, or a header whose value "
-            "breaks its grammar. The detail says which part and what is wrong.",
+            "The request is malformed: a body that is not valid JSON (the detail says what is "
+            "wrong, at which line, column and character), not UTF-8 or nested too deeply, or a "
+            "header whose value breaks its grammar (such as Last-Event-ID).",
         ),
         ProblemType(
             "not-found",
