@@ -57,7 +57,10 @@ async def test_create_shows_the_key_once_and_never_stores_it(
     assert len(listed["data"]) == 2
     assert new_key not in str(listed)
     assert api_key not in str(listed)
-    # Never stored in clear, not even as a response to replay: the route is not idempotent.
+    replayed = await client.post("/v1/api-keys", headers={"idempotency-key": "k1"})
+    assert replayed.headers["idempotent-replayed"] == "true"
+    assert replayed.json() == body
+    # Never stored in clear: the stored answer to replay is sealed (it is `no-store`).
     async with db.read() as conn:
         dump = "\n".join(
             [

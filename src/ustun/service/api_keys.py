@@ -11,6 +11,7 @@ from sqlalchemy import Row, select
 from ustun.clock import rfc3339
 from ustun.http.errors import ProblemError
 from ustun.idempotency import idempotency
+from ustun.idempotency.sealing import CACHE_CONTROL, NO_STORE
 from ustun.service.accounts import issue_key, revoke_key
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.middleware import KeyCache
@@ -53,14 +54,16 @@ async def list_keys(
         )
 
 
-# Not idempotent on purpose: replaying the 201 would mean keeping the key in clear.
-@router.post("", status_code=201, openapi_extra=idempotency("off"))
+@router.post("", status_code=201, openapi_extra=idempotency("optional"))
 async def create_key(account: CurrentAccount, db: DB, response: Response) -> dict[str, Any]:
-    """A new key for the account: `key` is in this response only (sent `no-store`)."""
+    """A new key for the account: `key` is in this response only.
+
+    Sent `no-store`, so an idempotent retry's stored copy is kept sealed, never in clear.
+    """
     async with db.unit_of_work() as uow:
         key_id, key = await issue_key(uow.conn, account.id)
         row = (await uow.conn.execute(select(api_keys).where(api_keys.c.id == key_id))).one()
-    response.headers["cache-control"] = "no-store"
+    response.headers[CACHE_CONTROL] = NO_STORE
     return render(row) | {"key": key}
 
 
