@@ -29,7 +29,10 @@ def test_an_address_is_blocked_after_the_limit_until_its_window_ends() -> None:
     assert limiter.retry_after("192.0.2.2") is None
 
     clock.now += 49.5
-    assert limiter.retry_after("192.0.2.1") == 1
+    assert limiter.retry_after("192.0.2.1") == 0.5
+    late = limiter.refusal("192.0.2.1")
+    assert late is not None
+    assert late.headers == {"retry-after": "1"}  # rounded up: never back too early
     clock.now += 0.5
     assert limiter.retry_after("192.0.2.1") is None
     assert limiter.refusal("192.0.2.1") is None

@@ -10,11 +10,11 @@ its /64, the block one host usually holds.
 from __future__ import annotations
 
 import ipaddress
-import math
 import time
 from collections.abc import Callable
 
 from ustun.http.errors import ProblemError
+from ustun.http.retry_after import format_retry_after
 
 MAX_TRACKED = 10_000
 
@@ -50,23 +50,24 @@ class FailureLimiter:
         # bucket -> [window start, failures]; insertion order is the order windows started.
         self._windows: dict[str, list[float]] = {}
 
-    def retry_after(self, host: str | None) -> int | None:
-        """Whole seconds until `host` may try again, or None when it is not blocked."""
+    def retry_after(self, host: str | None) -> float | None:
+        """Seconds until `host` may try again, or None when it is not blocked."""
         entry = self._windows.get(client_bucket(host))
         if entry is None or entry[1] < self.limit:
             return None
         left = entry[0] + self.window - self._clock()
-        return max(1, math.ceil(left)) if left > 0 else None
+        return left if left > 0 else None
 
     def refusal(self, host: str | None) -> ProblemError | None:
         """The 429 `rate-limited` problem (with `Retry-After`) for a blocked `host`, else None."""
         wait = self.retry_after(host)
         if wait is None:
             return None
+        seconds = format_retry_after(wait)
         return ProblemError(
             "rate-limited",
-            f"Too many failed authentications from your address; try again in {wait} s.",
-            headers={"retry-after": str(wait)},
+            f"Too many failed authentications from your address; try again in {seconds} s.",
+            headers={"retry-after": seconds},
         )
 
     def failed(self, host: str | None) -> None:
