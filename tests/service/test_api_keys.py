@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 
 from dashboard_support import log_in
 from ustun import clock
@@ -186,3 +188,28 @@ async def test_revoke_is_scoped_to_the_account(db: Database, api_key: str) -> No
     assert revoked is not None
     assert revoked.revoked_at is not None
     assert await authenticate(db, api_key) is None
+
+
+async def test_concurrent_uses_of_a_stale_key_write_last_used_once(
+    db: Database, api_key: str
+) -> None:
+    credential = await authenticate(db, api_key)
+    assert credential is not None
+    stale = clock.now() - 2 * LAST_USED_GRANULARITY
+    async with db.unit_of_work() as uow:
+        await uow.conn.execute(
+            update(api_keys).where(api_keys.c.id == credential.key_id).values(last_used_at=stale)
+        )
+    written: list[int] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("UPDATE API_KEYS") and cursor.rowcount > 0:
+            written.append(cursor.rowcount)
+
+    event.listen(db.engine.sync_engine, "after_cursor_execute", count)
+    try:
+        results = await asyncio.gather(*(authenticate(db, api_key) for _ in range(20)))
+    finally:
+        event.remove(db.engine.sync_engine, "after_cursor_execute", count)
+    assert all(r == credential for r in results)
+    assert written == [1]
