@@ -13,9 +13,18 @@ import typer
 import uvicorn
 
 from ustun import logs
+from ustun.clock import rfc3339
 from ustun.http.signature import Secret
 from ustun.service import create_app
-from ustun.service.accounts import DEFAULT_ACCOUNT, bootstrap, create_key
+from ustun.service.accounts import (
+    DEFAULT_ACCOUNT,
+    KeyInfo,
+    bootstrap,
+    create_key,
+    find_keys,
+    list_keys,
+    revoke_key,
+)
 from ustun.service.worker import Worker
 from ustun.settings import Settings
 from ustun.store import Database
@@ -98,6 +107,8 @@ def serve(
                 log_level=settings.log_level.lower(),
                 log_config=None,
                 access_log=False,
+                # The app believes X-Forwarded-* from USTUN_TRUSTED_PROXIES only (not 127.0.0.1).
+                proxy_headers=False,
                 lifespan="on",
             )
             await uvicorn.Server(config).serve()
@@ -155,17 +166,70 @@ def keys_create(
     account: Annotated[str, typer.Option(help="Account name; created if new.")] = DEFAULT_ACCOUNT,
 ) -> None:
     """Create an API key and print it, alone, on stdout."""
-    settings = _settings()
+    typer.echo(_run(lambda: _with_db(lambda db: create_key(db, account))))
 
-    async def make_key() -> str:
-        db = Database(settings.database_url)
-        try:
-            await check_current(db)
-            return await create_key(db, account)
-        finally:
-            await db.dispose()
 
-    typer.echo(_run(make_key))
+async def _with_db(work: Callable[[Database], Coroutine[Any, Any, T]]) -> T:
+    """Run `work` on the configured database, refusing an out-of-date schema."""
+    db = Database(_settings().database_url)
+    try:
+        await check_current(db)
+        return await work(db)
+    finally:
+        await db.dispose()
+
+
+def _key_line(key: KeyInfo) -> str:
+    """One key as `keys list` shows it: never the key itself, only its prefix."""
+    never = "-"
+    return "\t".join(
+        (
+            key.id,
+            key.prefix,
+            key.account.name,
+            rfc3339(key.created_at),
+            rfc3339(key.last_used_at) if key.last_used_at else never,
+            rfc3339(key.revoked_at) if key.revoked_at else never,
+        )
+    )
+
+
+@keys.command("list")
+def keys_list(
+    account: Annotated[str | None, typer.Option(help="Only this account's keys.")] = None,
+) -> None:
+    """List API keys, newest first: id, prefix, account, created, last used, revoked (TSV)."""
+    found = _run(lambda: _with_db(lambda db: list_keys(db, account)))
+    typer.echo("id\tprefix\taccount\tcreated\tlast_used\trevoked")
+    for key in found:
+        typer.echo(_key_line(key))
+
+
+@keys.command("revoke")
+def keys_revoke(
+    key: Annotated[str, typer.Argument(help="The key's id (key_…) or prefix (ustun_sk_…).")],
+) -> None:
+    """Revoke an API key and end its dashboard sessions.
+
+    Other running processes stop accepting it within a few seconds (their key cache).
+    """
+
+    async def revoke(db: Database) -> KeyInfo:
+        matches = await find_keys(db, key)
+        if not matches:
+            typer.echo(f"error: no API key has the id or prefix {key!r}", err=True)
+            raise typer.Exit(1)
+        if len(matches) > 1:
+            ids = ", ".join(m.id for m in matches)
+            typer.echo(f"error: {len(matches)} keys have the prefix {key!r}: {ids}", err=True)
+            typer.echo("revoke one of them by its id", err=True)
+            raise typer.Exit(1)
+        revoked = await revoke_key(db, matches[0].id)
+        assert revoked is not None
+        return revoked
+
+    revoked = _run(lambda: _with_db(revoke))
+    typer.echo(f"revoked {revoked.id} ({revoked.prefix}…, account {revoked.account.name})")
 
 
 def _listen_secret(option: str | None, settings: Settings) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
@@ -25,6 +26,9 @@ DEFAULT_WEBHOOK_LEASE = 60
 # Per-account quotas: webhook endpoints an account may have, and test pings it may send a minute.
 DEFAULT_MAX_ENDPOINTS = 100
 DEFAULT_TEST_PINGS_PER_MINUTE = 10
+# Failed dashboard logins and bearer checks one client address may make in one window.
+DEFAULT_AUTH_FAILURE_LIMIT = 20
+DEFAULT_AUTH_FAILURE_WINDOW = 60
 
 
 class Settings(BaseSettings):
@@ -57,6 +61,10 @@ class Settings(BaseSettings):
     max_body: int = Field(default=DEFAULT_MAX_BODY, ge=1)
     # Comma-separated modules imported by every worker so that they can register job kinds.
     job_modules: str = ""
+    # Comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-Proto/-For are believed.
+    trusted_proxies: str = ""
+    auth_failure_limit: int = Field(default=DEFAULT_AUTH_FAILURE_LIMIT, ge=1)
+    auth_failure_window: float = Field(default=DEFAULT_AUTH_FAILURE_WINDOW, gt=0)
 
     @field_validator("webhook_retry_schedule")
     @classmethod
@@ -91,6 +99,21 @@ class Settings(BaseSettings):
             raise ValueError("USTUN_SECRET_KEY must be at least 32 characters")
         return value
 
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_are_addresses(cls, value: str) -> str:
+        for part in _items(value):
+            try:
+                ipaddress.ip_network(part, strict=False)
+            except ValueError:
+                raise ValueError(f"not an IP address or CIDR network: {part!r}") from None
+        return value
+
+    @property
+    def proxies(self) -> list[str]:
+        """The trusted proxies' addresses and networks."""
+        return _items(self.trusted_proxies)
+
     @property
     def public_base_url(self) -> str:
         """The base of the absolute URLs the service hands out (a thin webhook's `data.url`).
@@ -106,3 +129,7 @@ class Settings(BaseSettings):
     def retry_schedule(self) -> tuple[float, ...]:
         """The webhook retry delays as numbers."""
         return tuple(float(p) for p in self.webhook_retry_schedule.split(",") if p.strip())
+
+
+def _items(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]

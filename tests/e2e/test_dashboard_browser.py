@@ -147,11 +147,27 @@ def browser() -> Iterator[Browser]:
         chromium.close()
 
 
+def csp_violations(page: Page) -> list[str]:
+    """Collect what the page's Content-Security-Policy refuses (Chromium logs each refusal)."""
+    refused: list[str] = []
+    page.on(
+        "console",
+        lambda message: (
+            refused.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
+    return refused
+
+
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
+    """A fresh browser page; the test fails if the dashboard's CSP refused anything on it."""
     context = browser.new_context()
-    yield context.new_page()
+    opened = context.new_page()
+    refused = csp_violations(opened)
+    yield opened
     context.close()
+    assert refused == [], "the Content-Security-Policy refused something the dashboard needs"
 
 
 def log_in(page: Page, service: Service, key: str | None = None) -> None:
@@ -177,6 +193,30 @@ def test_log_in_see_the_overview_and_log_out(page: Page, service: Service, tmp_p
     expect(page).to_have_url(re.compile(r"/dashboard/login$"))
     page.goto(f"{service.server.base_url}/dashboard")
     expect(page).to_have_url(re.compile(r"/dashboard/login$"))
+
+
+def test_the_csp_refuses_inline_code_and_framing(browser: Browser, service: Service) -> None:
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        log_in(page, service)
+        with page.expect_console_message(lambda m: "Content Security Policy" in m.text):
+            page.evaluate(
+                """() => {
+                    const script = document.createElement("script");
+                    script.textContent = "document.body.dataset.injected = 'yes'";
+                    document.body.append(script);
+                }"""
+            )
+        expect(page.locator("body")).not_to_have_attribute("data-injected", "yes")
+
+        framing = context.new_page()
+        with framing.expect_console_message(lambda m: "frame-ancestors" in m.text):
+            framing.set_content(
+                f'<iframe src="{service.server.base_url}/dashboard/login"></iframe>'
+            )
+    finally:
+        context.close()
 
 
 def test_a_wrong_key_shows_an_error(page: Page, service: Service) -> None:

@@ -90,6 +90,8 @@ def test_every_command_has_help() -> None:
         ["worker", "--help"],
         ["migrate", "--help"],
         ["keys", "create", "--help"],
+        ["keys", "list", "--help"],
+        ["keys", "revoke", "--help"],
     ):
         shown = subprocess.run([USTUN, *args], capture_output=True, text=True, timeout=30)
         assert shown.returncode == 0, args

@@ -44,6 +44,8 @@ V1_ALLOW: dict[str, set[str]] = {
     "/v1/deliveries": {"GET", "HEAD"},
     "/v1/deliveries/{delivery_id}": {"GET", "HEAD"},
     "/v1/deliveries/{delivery_id}/retry": {"POST"},
+    "/v1/api-keys": {"GET", "HEAD", "POST"},
+    "/v1/api-keys/{key_id}": {"DELETE"},
 }
 # Outside /v1 the same rule holds, for any router of the app.
 OTHER_ALLOW: dict[str, set[str]] = {

@@ -6,10 +6,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from ustun import __version__, instrumentation
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
 from ustun.service import (
+    api_keys,
     asyncapi,
     dashboard,
     documents,
@@ -28,12 +30,18 @@ from ustun.service import (
     webhook_endpoints,
     webhook_events,
 )
+from ustun.service.auth_failures import FailureLimiter
 from ustun.service.bodies import json_media_type
 from ustun.service.body_limit import BodyLimitMiddleware
 from ustun.service.caching import CacheControlMiddleware
 from ustun.service.methods import MethodsMiddleware
 from ustun.service.metrics import Metrics
-from ustun.service.middleware import AuthMiddleware, RequestIdMiddleware, UrlGuardMiddleware
+from ustun.service.middleware import (
+    AuthMiddleware,
+    KeyCache,
+    RequestIdMiddleware,
+    UrlGuardMiddleware,
+)
 from ustun.service.observe import ObserveMiddleware
 from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
@@ -76,6 +84,10 @@ def create_app(
     observed.queue_probes.append(queues.all_queues)
     observed.job_probes.append(queues.jobs_by_status)
     app.state.secret_box = secret_box(settings)
+    app.state.key_cache = KeyCache()
+    app.state.auth_failures = FailureLimiter(
+        settings.auth_failure_limit, settings.auth_failure_window
+    )
     problems.install(app)
     app.state.event_types = event_types.CATALOGUE
     openapi.install(app, events=lambda: app.state.event_types)
@@ -92,6 +104,7 @@ def create_app(
     app.include_router(webhook_endpoints.router)
     app.include_router(webhook_events.router)
     app.include_router(webhook_deliveries.router)
+    app.include_router(api_keys.router)
     # Inside AuthMiddleware (added after it): keys are scoped by the authenticated account.
     app.add_middleware(
         IdempotencyMiddleware,
@@ -105,11 +118,19 @@ def create_app(
     )
     app.add_middleware(MethodsMiddleware, routes=app.routes)
     # Added last, so it runs first: every response, even a 401, carries the request id.
-    app.add_middleware(AuthMiddleware, db=database)
+    app.add_middleware(
+        AuthMiddleware,
+        db=database,
+        cache=app.state.key_cache,
+        failures=app.state.auth_failures,
+    )
     app.add_middleware(UrlGuardMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body=settings.max_body)
     # Outside auth and the URL guard, so that their problems carry it too.
     app.add_middleware(CacheControlMiddleware)
     app.add_middleware(ObserveMiddleware, metrics=observed, openapi=app.openapi)
     app.add_middleware(RequestIdMiddleware)
+    # Outermost: the client's scheme and address as a trusted proxy saw them, for all the rest.
+    if settings.proxies:
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.proxies)
     return app

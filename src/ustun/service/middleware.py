@@ -10,7 +10,8 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ustun import ids, logs
-from ustun.service.accounts import Account, account_for_key
+from ustun.service.accounts import Credential, authenticate, hash_key
+from ustun.service.auth_failures import FailureLimiter
 from ustun.service.problems import problem_response
 from ustun.store import Database
 
@@ -75,32 +76,59 @@ def _nul_part(scope: Scope) -> str | None:
     return None
 
 
+# How long a process trusts a key it has checked: a key revoked elsewhere (another process,
+# `ustun keys revoke`) stops working here within this many seconds; here, at once.
+KEY_CACHE_SECONDS = 5.0
+KEY_CACHE_SIZE = 10_000
+
+
+class KeyCache:
+    """Keys this process accepted recently, by their hash, each for `ttl` seconds."""
+
+    def __init__(self, ttl: float = KEY_CACHE_SECONDS, size: int = KEY_CACHE_SIZE) -> None:
+        self.ttl = ttl
+        self.size = size
+        self._entries: dict[str, tuple[Credential, float]] = {}
+
+    def get(self, key_hash: str) -> Credential | None:
+        """The cached credential of a key, if still fresh."""
+        hit = self._entries.get(key_hash)
+        return hit[0] if hit is not None and hit[1] > time.monotonic() else None
+
+    def put(self, key_hash: str, credential: Credential) -> None:
+        """Remember an accepted key."""
+        if len(self._entries) >= self.size:
+            self._entries.clear()
+        self._entries[key_hash] = (credential, time.monotonic() + self.ttl)
+
+    def forget(self, key_id: str) -> None:
+        """Drop a revoked key at once."""
+        for key_hash in [h for h, (c, _) in self._entries.items() if c.key_id == key_id]:
+            del self._entries[key_hash]
+
+
 class AuthMiddleware:
     """Require `Authorization: Bearer <key>` under `prefix`; put the `Account` in scope state.
 
-    Lookups are cached for `cache_seconds` so a hot API does not read the key table per request.
+    Accepted keys are cached (`KeyCache`), so a hot API does not read the key table per
+    request. A key the cache does not know costs a database read, so an address with too many
+    failed checks gets 429 for those until its window ends; cached keys never pay for that.
     """
 
     def __init__(
-        self, app: ASGIApp, db: Database, *, prefix: str = "/v1/", cache_seconds: float = 30.0
+        self,
+        app: ASGIApp,
+        db: Database,
+        *,
+        cache: KeyCache,
+        failures: FailureLimiter,
+        prefix: str = "/v1/",
     ) -> None:
         self.app = app
         self.db = db
+        self.cache = cache
+        self.failures = failures
         self.prefix = prefix
-        self.cache_seconds = cache_seconds
-        self._cache: dict[str, tuple[Account, float]] = {}
-
-    async def _lookup(self, key: str) -> Account | None:
-        hit = self._cache.get(key)
-        now = time.monotonic()
-        if hit is not None and hit[1] > now:
-            return hit[0]
-        account = await account_for_key(self.db, key)
-        if account is not None:
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-            self._cache[key] = (account, now + self.cache_seconds)
-        return account
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
@@ -108,10 +136,26 @@ class AuthMiddleware:
             return
         request = Request(scope)
         scheme, _, key = request.headers.get("authorization", "").partition(" ")
-        account = None
-        if scheme.lower() == "bearer" and key.strip():
-            account = await self._lookup(key.strip())
-        if account is None:
+        key = key.strip()
+        credential = None
+        if scheme.lower() == "bearer" and key:
+            digest = hash_key(key)
+            credential = self.cache.get(digest)
+            if credential is None:
+                host = request.client.host if request.client else None
+                refusal = self.failures.refusal(host)
+                if refusal is not None:
+                    response = problem_response(
+                        request, refusal.slug, refusal.detail, headers=refusal.headers
+                    )
+                    await response(scope, receive, send)
+                    return
+                credential = await authenticate(self.db, key)
+                if credential is None:
+                    self.failures.failed(host)
+                else:
+                    self.cache.put(digest, credential)
+        if credential is None:
             response = problem_response(
                 request,
                 "unauthorized",
@@ -120,5 +164,5 @@ class AuthMiddleware:
             )
             await response(scope, receive, send)
             return
-        scope.setdefault("state", {})["account"] = account
+        scope.setdefault("state", {})["account"] = credential.account
         await self.app(scope, receive, send)

@@ -42,13 +42,13 @@ async def current_revision(db: Database) -> str | None:
         return await conn.run_sync(_current)
 
 
-async def upgrade(db: Database) -> None:
-    """Bring the schema to the newest revision; safe to run from many processes at once."""
+async def upgrade(db: Database, revision: str = "head") -> None:
+    """Bring the schema to `revision` (the newest); safe to run from many processes at once."""
 
     def _upgrade(conn: Connection) -> None:
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
-        command.upgrade(_config(conn), "head")
+        command.upgrade(_config(conn), revision)
 
     async with db.engine.connect() as conn:
         await conn.execution_options(ustun_write=True)

@@ -1,4 +1,4 @@
-"""Tables every layer shares: tenancy (accounts and their API keys) and the metadata object.
+"""Tables every layer shares: tenancy (accounts, their API keys, dashboard sessions), metadata.
 
 Pillars and the service declare their own tables on this `metadata`; the schema itself only
 changes through migrations in `ustun/store/migrations/versions/`.
@@ -29,4 +29,20 @@ api_keys = Table(
     Column("key_hash", String(64), nullable=False, unique=True),
     Column("prefix", String(20), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
+    # Updated at most once a minute per key (`ustun.service.accounts.LAST_USED_GRANULARITY`).
+    Column("last_used_at", UTCDateTime(), nullable=True),
+    # A revoked key is kept (listed, never accepted again).
+    Column("revoked_at", UTCDateTime(), nullable=True),
+)
+
+# One row per dashboard login; logout deletes it, revoking its key ends it.
+dashboard_sessions = Table(
+    "dashboard_sessions",
+    metadata,
+    # SHA-256 of the session id the signed cookie carries (256 random bits, like a key).
+    Column("id_hash", String(64), primary_key=True),
+    Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False),
+    Column("api_key_id", String(40), ForeignKey("api_keys.id"), nullable=False, index=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("expires_at", UTCDateTime(), nullable=False, index=True),
 )

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import httpx
+import pytest
 from fastapi import FastAPI
+from pydantic import ValidationError
 
 from dashboard_support import csrf_of, log_in
+from ustun.service import create_app
 from ustun.service.accounts import create_key
 from ustun.service.dashboard.session import COOKIE
+from ustun.settings import Settings
+from ustun.store import Database
 
 
 async def test_pages_need_a_login(browser: httpx.AsyncClient) -> None:
@@ -90,3 +96,110 @@ async def test_each_account_sees_only_its_own_figures(app: FastAPI, api_key: str
         assert first.cookies[COOKIE] != second.cookies[COOKIE]
         assert (await first.get("/dashboard")).status_code == 200
         assert (await second.get("/dashboard")).status_code == 200
+
+
+async def test_a_copied_cookie_stops_working_at_logout(app: FastAPI, api_key: str) -> None:
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as owner,
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as thief,
+    ):
+        csrf = await log_in(owner, api_key)
+        thief.cookies.set(COOKIE, owner.cookies[COOKIE], path="/dashboard")
+        assert (await thief.get("/dashboard")).status_code == 200
+
+        assert (await owner.post("/dashboard/logout", data={"csrf_token": csrf})).status_code == 303
+        for path in ("/dashboard", "/dashboard/endpoints", "/dashboard/deliveries"):
+            page = await thief.get(path)
+            assert page.status_code == 303, path
+            assert page.headers["location"] == "/dashboard/login"
+        posted = await thief.post(
+            "/dashboard/endpoints",
+            data={"csrf_token": csrf, "url": "https://hooks.example.com/x", "events": "*"},
+        )
+        assert posted.status_code == 303
+        assert posted.headers["location"] == "/dashboard/login"
+        listed = await owner.get(
+            "/v1/webhook-endpoints", headers={"authorization": f"Bearer {api_key}"}
+        )
+        assert listed.json()["data"] == []
+
+
+async def test_logging_in_again_ends_the_previous_session(app: FastAPI, api_key: str) -> None:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as browser:
+        await log_in(browser, api_key)
+        first = browser.cookies[COOKIE]
+        await log_in(browser, api_key)
+        assert browser.cookies[COOKIE] != first
+        browser.cookies.set(COOKIE, first, path="/dashboard")
+        assert (await browser.get("/dashboard")).status_code == 303
+
+
+async def test_pages_forbid_framing_and_inline_script(
+    browser: httpx.AsyncClient, api_key: str
+) -> None:
+    await log_in(browser, api_key)
+    for path in ("/dashboard/login", "/dashboard", "/dashboard/events", "/dashboard/nope"):
+        response = await browser.get(path)
+        csp = response.headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in csp, path
+        assert "script-src 'self'" in csp
+        assert "unsafe-inline" not in csp
+        assert response.headers["x-frame-options"] == "DENY"
+        assert response.headers["referrer-policy"] == "same-origin"
+    html = (await browser.get("/dashboard/events")).text
+    assert not re.search(r"<script(?![^>]*\bsrc=)", html), "inline script"
+    assert not re.search(r"\son[a-z]+=|\sstyle=", html), "inline handler or style"
+    assert "content-security-policy" not in (await browser.get("/healthz")).headers
+
+
+def _cookie_of(response: httpx.Response) -> str:
+    return next(c for c in response.headers.get_list("set-cookie") if c.startswith(COOKIE))
+
+
+@pytest.mark.parametrize(
+    ("trusted", "secure"), [("10.0.0.0/8, 192.0.2.1", True), ("192.0.2.1", False), ("", False)]
+)
+async def test_the_cookie_is_secure_behind_a_trusted_tls_proxy_only(
+    settings: Settings, db: Database, trusted: str, secure: bool
+) -> None:
+    app = create_app(settings.model_copy(update={"trusted_proxies": trusted}), db=db)
+    transport = httpx.ASGITransport(app=app, client=("10.1.2.3", 50000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as proxied:
+        form = await proxied.get("/dashboard/login", headers={"x-forwarded-proto": "https"})
+    assert ("; secure" in _cookie_of(form).lower()) is secure
+
+
+async def test_trusted_proxies_must_be_addresses() -> None:
+    with pytest.raises(ValidationError, match="not an IP address"):
+        Settings(trusted_proxies="10.0.0.0/8, proxy.internal")
+
+
+async def test_failed_logins_from_one_address_get_429(
+    settings: Settings, db: Database, api_key: str
+) -> None:
+    strict = settings.model_copy(update={"auth_failure_limit": 2, "trusted_proxies": "10.0.0.1"})
+    app = create_app(strict, db=db)
+    transport = httpx.ASGITransport(app=app, client=("10.0.0.1", 50000))
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as guesser,
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as neighbour,
+    ):
+        guesser.headers["x-forwarded-for"] = "203.0.113.5"
+        neighbour.headers["x-forwarded-for"] = "203.0.113.6"
+        csrf = csrf_of((await guesser.get("/dashboard/login")).text)
+        for _ in range(2):
+            wrong = await guesser.post(
+                "/dashboard/login", data={"api_key": "ustun_sk_guess", "csrf_token": csrf}
+            )
+            assert wrong.status_code == 200
+        for key in ("ustun_sk_guess", api_key):
+            refused = await guesser.post(
+                "/dashboard/login", data={"api_key": key, "csrf_token": csrf}
+            )
+            assert refused.status_code == 429
+            assert refused.json()["type"].endswith("/problems/rate-limited")
+            assert int(refused.headers["retry-after"]) >= 1
+        # The proxy's other client is counted on its own (X-Forwarded-For from a trusted proxy).
+        await log_in(neighbour, api_key)

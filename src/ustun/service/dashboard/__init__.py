@@ -7,14 +7,20 @@ from fastapi.staticfiles import StaticFiles
 
 from ustun.service.dashboard import jobs, pages, webhooks
 from ustun.service.dashboard.session import SessionCodec, derive_key
-from ustun.service.dashboard.web import HERE, LoginRequired, on_login_required
+from ustun.service.dashboard.web import (
+    HERE,
+    LoginRequired,
+    SecurityHeadersMiddleware,
+    on_login_required,
+)
 
 
 def install(app: FastAPI, secret_key: str | None) -> None:
-    """Add the dashboard's pages and static files (vendored, works offline) to `app`."""
+    """Add the dashboard's pages, static files (vendored, works offline) and CSP to `app`."""
     app.state.dashboard_sessions = SessionCodec(derive_key(secret_key))
     app.add_exception_handler(LoginRequired, on_login_required)
     app.include_router(pages.router)
     app.include_router(webhooks.router)
     app.include_router(jobs.router)
     app.mount("/dashboard/static", StaticFiles(directory=HERE / "static"), name="dashboard-static")
+    app.add_middleware(SecurityHeadersMiddleware)

@@ -8,9 +8,10 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
 from ustun.service import webhook_deliveries as deliveries_api
-from ustun.service.accounts import account_for_key
+from ustun.service.accounts import authenticate
+from ustun.service.auth_failures import FailureLimiter
 from ustun.service.dashboard.overview import overview
-from ustun.service.dashboard.session import new_session
+from ustun.service.dashboard.session import end_session, new_session, open_session
 from ustun.service.dashboard.web import LoggedIn, Posting, check_csrf, codec, page, see_other
 from ustun.webhooks.states import Status
 
@@ -30,23 +31,37 @@ async def login_form(request: Request) -> Response:
 
 @router.post("/login")
 async def login(request: Request, api_key: Annotated[str, Form(max_length=200)] = "") -> Response:
-    """Exchange an API key for a session holding the account id (the key is not kept)."""
+    """Exchange an API key for a new server-side session (the key is not kept).
+
+    An address with too many failed logins (and bearer checks) waits: 429 `rate-limited`.
+    """
     session = codec(request).read(request)
     await check_csrf(request, session)
-    account = await account_for_key(request.app.state.db, api_key.strip()) if api_key else None
-    if account is None:
-        assert session is not None
+    assert session is not None
+    db = request.app.state.db
+    host = request.client.host if request.client else None
+    failures: FailureLimiter = request.app.state.auth_failures
+    refusal = failures.refusal(host)
+    if refusal is not None:
+        raise refusal
+    credential = await authenticate(db, api_key.strip()) if api_key.strip() else None
+    if credential is None:
+        failures.failed(host)
         return page(
             request, "login.html", None, csrf=session.csrf, error="That API key is not valid."
         )
+    if session.id is not None:
+        await end_session(db, session.id)
     response = see_other("/dashboard")
-    codec(request).write(request, response, new_session(account.id))
+    codec(request).write(request, response, new_session(await open_session(db, credential)))
     return response
 
 
 @router.post("/logout")
 async def logout(request: Request, who: Posting) -> Response:
-    """End the session."""
+    """End the session server-side, so a copy of its cookie no longer works either."""
+    assert who.session.id is not None
+    await end_session(request.app.state.db, who.session.id)
     response = see_other("/dashboard/login")
     codec(request).clear(response)
     return response

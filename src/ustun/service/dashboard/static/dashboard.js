@@ -1,3 +1,10 @@
+// The page's Content-Security-Policy allows no inline script: behaviour lives here.
+
+// A filter <select data-autosubmit> applies as soon as it changes.
+document.addEventListener("change", (event) => {
+  if (event.target.matches("select[data-autosubmit]")) event.target.form.submit();
+});
+
 // Live job progress: follow the dashboard's SSE stream of a job and update its page; reload
 // once it has finished, so the result link (or the error) appears.
 document.addEventListener("DOMContentLoaded", () => {
