@@ -13,6 +13,9 @@ machine hits both alike; it prints medians, the ratios ustun / hand-written, and
 request of the server process and of the PostgreSQL backends of its database.
 
     .venv/bin/python benchmarks/request_path.py [--rounds 5] [--seconds 5] [--backend both]
+
+With `--profile DIR`, one more round per workload loads each `ustun serve` under py-spy
+(`pip install py-spy`) and prints its CPU per request split by layer (`benchmarks/budget.py`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from pathlib import Path
 
 import httpx
 
+from budget import print_budget
 from idempotency import BODY, WRK_SCRIPT, _free_port, _wait_healthy
 from jobs import PG, backend_cpu, cpu_seconds, drop_pg_database, fresh_pg_database
 from request_path_apps import new_key, prepare_postgresql, prepare_sqlite
@@ -170,23 +174,25 @@ def seed(server: Server) -> None:
     server.payment = answer.json()["id"]
 
 
-def wrk(server: Server, workload: str, seconds: int, connections: int, tmp: Path) -> Sample:
-    """One wrk run; requests/s and the CPU per request it cost the server and PostgreSQL."""
+def _wrk_command(
+    server: Server, workload: str, seconds: int, connections: int, tmp: Path
+) -> list[str]:
     script = tmp / f"{workload}-{server.name}-{server.backend}.lua"
     template = WRK_SCRIPT if workload == "POST" else GET_SCRIPT
     script.write_text(template % {"body": BODY, "key": server.key})
     path = "/v1/payments" if workload == "POST" else f"/v1/payments/{server.payment}"
+    return [
+        *("wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s", str(script)),
+        *(f"{server.base}{path}", "--", uuid.uuid4().hex),
+    ]
+
+
+def wrk(server: Server, workload: str, seconds: int, connections: int, tmp: Path) -> Sample:
+    """One wrk run; requests/s and the CPU per request it cost the server and PostgreSQL."""
+    command = _wrk_command(server, workload, seconds, connections, tmp)
     backends = asyncio.run(backend_cpu(server.database))
     cpu = cpu_seconds(server.proc.pid)
-    out = subprocess.run(
-        [
-            *("wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s", str(script)),
-            *(f"{server.base}{path}", "--", uuid.uuid4().hex),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     cpu = cpu_seconds(server.proc.pid) - cpu
     postgresql = sum(
         seconds - backends.get(pid, 0.0)
@@ -201,6 +207,27 @@ def wrk(server: Server, workload: str, seconds: int, connections: int, tmp: Path
     assert rate is not None, out
     count = int(requests.group(1))
     return Sample(float(rate.group(1)), cpu / count * 1e6, postgresql / count * 1e6)
+
+
+def profile(server: Server, workload: str, args: argparse.Namespace, tmp: Path) -> None:
+    """Load `server` once more while py-spy samples it; print its CPU per request by layer."""
+    out = Path(args.profile) / f"{workload.lower()}-{server.backend}.txt"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = _wrk_command(server, workload, args.seconds + 2, args.connections, tmp)
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL) as load:
+        time.sleep(1)  # sample the steady state, not the connection set-up
+        subprocess.run(
+            [
+                *(str(Path(sys.executable).with_name("py-spy")), "record", "--nonblocking"),
+                *("--pid", str(server.proc.pid), "--duration", str(args.seconds)),
+                *("--rate", "200", "--format", "raw", "--output", str(out)),
+            ],
+            check=True,
+            capture_output=True,
+        )
+    if load.returncode != 0:
+        raise SystemExit(f"wrk failed while profiling {server.backend} {workload}")
+    print_budget(out, _median(server.samples[workload]).server_us)
 
 
 def _median(samples: list[Sample]) -> Sample:
@@ -249,6 +276,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=5, help="per round, server, request")
     parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--profile", metavar="DIR", help="py-spy each ustun server into DIR")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("needs wrk as the load generator: apt-get install wrk")
@@ -276,7 +304,12 @@ def main() -> None:
                             file=sys.stderr,
                             flush=True,
                         )
-    report(pairs, args)
+        report(pairs, args)
+        if args.profile:
+            print()
+            for workload in WORKLOADS:
+                for _, ours in pairs:
+                    profile(ours, workload, args, tmp)
 
 
 if __name__ == "__main__":
