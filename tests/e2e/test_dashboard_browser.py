@@ -1,10 +1,12 @@
 """The dashboard in a real headless Chromium (Debian's, driven by Playwright) on `ustun serve`.
 
-Set `USTUN_UPDATE_SCREENSHOTS=1` to refresh the screenshots under `docs/screenshots/`.
+Set `USTUN_UPDATE_SCREENSHOTS=1` to refresh the screenshots under `docs/screenshots/`:
+`USTUN_UPDATE_SCREENSHOTS=1 pytest tests/e2e/test_dashboard_browser.py -k "fits and sqlite"`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -19,6 +21,10 @@ from typing import TypeVar
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from ustun.service.accounts import account_for_key
+from ustun.store import Database
+from ustun.webhooks import outbox
 
 from support import (
     BACKENDS,
@@ -48,6 +54,14 @@ CHROMIUM_ARGS = [
 KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 SCREENSHOTS = Path(__file__).parents[2] / "docs" / "screenshots"
 PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 800}
+# Event types a library user may emit: longer than any of the catalogue's.
+LONG_TYPES = [
+    "customer.subscription.payment_method.automatically_updated",
+    "invoice.payment_action_required.reminder_sent",
+    "warehouse.shipment.partially_delivered",
+]
+LONG_PATH = "/hook/a-rather-long-path/for-the-orders-service/incoming?tenant=acme-international"
 
 
 @dataclass
@@ -375,3 +389,123 @@ def test_a_job_page_follows_progress_live_until_done(
         quiet.stop()
         if name is not None:
             off_loop(lambda: drop_pg_database(name))
+
+
+@dataclass
+class Seeded:
+    """What `seeded` put into the first account: enough rows to push any table wide."""
+
+    endpoint_id: str
+    delivery_id: str
+
+
+async def emit_long_types(database_url: str, key: str) -> None:
+    """Emit events of long, non-catalogue types, as a library user's own code would."""
+    db = Database(database_url)
+    try:
+        account = await account_for_key(db, key)
+        assert account is not None
+        for event_type in LONG_TYPES:
+            async with db.unit_of_work() as uow:
+                await outbox.emit(uow, account.id, event_type, {"note": "x" * 40})
+    finally:
+        await db.dispose()
+
+
+@pytest.fixture(scope="module")
+def seeded(service: Service) -> Iterator[Seeded]:
+    """Endpoints with long URLs, payments, events of long types, failed deliveries and jobs."""
+    receiver = Receiver()
+    base = service.server.base_url
+    auth = {"authorization": f"Bearer {service.key}"}
+    try:
+        made = [
+            httpx.post(
+                f"{base}/v1/webhook-endpoints",
+                json={"url": receiver.url + suffix, "events": ["*"], "description": "seeded"},
+                headers=auth,
+            )
+            for suffix in (LONG_PATH, "")
+        ]
+        assert all(answer.status_code == 201 for answer in made), made[0].text
+        for n in range(4):
+            paid = httpx.post(
+                f"{base}/v1/payments",
+                json={"amount": 1250 + n, "currency": "EUR"},
+                headers={**auth, "idempotency-key": f"seed-{n}-{service.database_url}"},
+            )
+            assert paid.status_code == 201, paid.text
+        for _ in range(2):
+            report = httpx.post(
+                f"{base}/v1/reports", json={"period": "2026", "format": "csv"}, headers=auth
+            )
+            assert report.status_code == 202, report.text
+        off_loop(lambda: asyncio.run(emit_long_types(service.database_url, service.key)))
+
+        def listed() -> list[dict[str, str]] | None:
+            data = httpx.get(
+                f"{base}/v1/deliveries", params={"status": "failed"}, headers=auth
+            ).json()["data"]
+            return data if len(data) >= 8 else None
+
+        failed = wait_for(listed, timeout=60, what="the seeded deliveries to fail once")
+        yield Seeded(made[0].json()["id"], failed[0]["id"])
+    finally:
+        receiver.http.shutdown()
+        receiver.http.server_close()
+
+
+def overflows(page: Page) -> list[str]:
+    """What sticks out sideways: the page past the viewport, a table past its container."""
+    found: list[str] = page.evaluate(
+        """() => {
+            const found = [];
+            const root = document.documentElement;
+            if (root.scrollWidth > window.innerWidth) {
+                found.push(`page ${root.scrollWidth} > ${window.innerWidth}`);
+            }
+            document.querySelectorAll("main table").forEach((table, i) => {
+                const box = table.parentElement;
+                if (table.scrollWidth > box.clientWidth || box.scrollWidth > box.clientWidth) {
+                    found.push(`table ${i} ${table.scrollWidth} > ${box.clientWidth}`);
+                }
+            });
+            return found;
+        }"""
+    )
+    return found
+
+
+# Pages whose tables are checked, and the minimum number of rows each must show.
+PAGES = {
+    "overview": ("/dashboard", 1),
+    "endpoints": ("/dashboard/endpoints", 2),
+    "endpoint": ("/dashboard/endpoints/{endpoint_id}", 8),
+    "deliveries": ("/dashboard/deliveries", 16),
+    "delivery": ("/dashboard/deliveries/{delivery_id}", 0),
+    "events": ("/dashboard/events", 8),
+    "jobs": ("/dashboard/jobs", 2),
+}
+SCREENSHOT_PAGES = ("overview", "endpoint", "deliveries", "delivery")
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280", "390"])
+def test_every_page_fits_the_screen(
+    browser: Browser, service: Service, seeded: Seeded, viewport: dict[str, int], tmp_path: Path
+) -> None:
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    refused = csp_violations(page)
+    try:
+        log_in(page, service)
+        for name, (path, rows) in PAGES.items():
+            url = service.server.base_url + path.format(**vars(seeded))
+            answer = page.goto(url)
+            assert answer is not None and answer.status == 200, url
+            assert page.locator("main table tbody tr").count() >= rows, name
+            if name in SCREENSHOT_PAGES:
+                screenshot(page, f"{name}-{viewport['width']}", tmp_path)
+            assert overflows(page) == [], f"{name} at {viewport['width']} px"
+    finally:
+        context.close()
+    assert refused == []
