@@ -119,7 +119,9 @@ def page(request: Request, template: str, who: Viewer | None, **context: Any) ->
 
 async def favicon() -> Response:
     """The icon browsers fetch from `/favicon.ico` on their own, served from the package."""
-    return FileResponse(FAVICON, media_type="image/x-icon", headers={"cache-control": "max-age=86400"})
+    return FileResponse(
+        FAVICON, media_type="image/x-icon", headers={"cache-control": "max-age=86400"}
+    )
 
 
 def see_other(url: str) -> Response:
