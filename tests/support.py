@@ -92,6 +92,16 @@ def migrate_database(url: str) -> None:
 USTUN = str(Path(sys.executable).with_name("ustun"))
 
 
+def run_ustun(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`ustun <args>` to its end, in a bare environment plus `env` (and the tree under test)."""
+    bare = {"PATH": "/usr/bin:/bin", "COLUMNS": "200"}
+    if "PYTHONPATH" in os.environ:
+        bare["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return subprocess.run(
+        [USTUN, *args], env={**bare, **env}, capture_output=True, text=True, timeout=60
+    )
+
+
 async def new_account(db: Database, prefix: str = "test") -> str:
     """The id of a new account of its own (made with its first API key)."""
     account = await account_for_key(db, await create_key(db, f"{prefix}-{uuid.uuid4().hex[:12]}"))

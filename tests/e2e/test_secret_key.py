@@ -27,7 +27,7 @@ def test_postgresql_refuses_to_start_without_a_key(
         text=True,
         timeout=60,
     )
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "USTUN_SECRET_KEY is not set" in done.stderr
 
 

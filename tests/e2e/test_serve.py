@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -10,20 +11,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from support import USTUN, Server, wait_for
+from support import USTUN, Server, run_ustun, wait_for
 
 pytestmark = pytest.mark.e2e
 KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 
 
 def _ustun(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [USTUN, *args],
-        env={"USTUN_DATABASE_URL": database_url, "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    env = {"USTUN_DATABASE_URL": database_url, "USTUN_SECRET_KEY": os.environ["USTUN_SECRET_KEY"]}
+    return run_ustun(*args, env=env)
 
 
 def test_first_start_serves_and_prints_one_key(empty_database_url: str, tmp_path: Path) -> None:
@@ -71,14 +67,14 @@ def test_keys_create_prints_only_the_key(empty_database_url: str) -> None:
 
 def test_no_migrate_refuses_an_old_schema(empty_database_url: str) -> None:
     refused = _ustun(empty_database_url, "serve", "--no-migrate", "--port", "1")
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert "run `ustun migrate`" in refused.stderr
     assert "Traceback" not in refused.stderr
 
 
 def test_keys_create_on_an_unmigrated_database_says_what_to_do(empty_database_url: str) -> None:
     refused = _ustun(empty_database_url, "keys", "create")
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert refused.stdout == ""
     assert "ustun migrate" in refused.stderr
 
