@@ -88,8 +88,8 @@ async def _bootstrap(db: Database) -> None:
 
 @app.command()
 def serve(
-    host: Annotated[str | None, typer.Option(help="Interface to bind [env USTUN_HOST].")] = None,
-    port: Annotated[int | None, typer.Option(help="Port [env USTUN_PORT].")] = None,
+    host: Annotated[str | None, typer.Option(help="Interface to bind (env USTUN_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (env USTUN_PORT).")] = None,
     worker: Annotated[bool, typer.Option(help="Run the background worker in-process.")] = True,
     migrate: Annotated[bool, typer.Option(help="Migrate the database before serving.")] = True,
 ) -> None:

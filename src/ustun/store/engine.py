@@ -30,7 +30,7 @@ def async_url(url: str) -> str:
     """Map `sqlite:///…` and `postgresql://…` to their async drivers; leave explicit ones."""
     try:
         parsed = make_url(url)
-    except ArgumentError:
+    except (ArgumentError, ValueError):
         # SQLAlchemy's own message may quote the URL, password included.
         raise ValueError(
             "not a database URL: use sqlite:///path or postgresql://user@host/db"
