@@ -83,8 +83,8 @@ def test_postgresql_not_listening() -> None:
     url = _postgresql(port=port)
     _refused(
         {"USTUN_DATABASE_URL": url},
-        f"cannot connect to PostgreSQL at {make_url(url).host}:{port} (connection refused): start it "
-        "there, or fix USTUN_DATABASE_URL",
+        f"cannot connect to PostgreSQL at {make_url(url).host}:{port} (connection refused): "
+        "start it there, or fix USTUN_DATABASE_URL",
     )
 
 
