@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 from pathlib import Path
@@ -11,10 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from support import USTUN, Server, run_ustun, wait_for
+from support import API_KEY, USTUN, Server, run_ustun, wait_for
 
 pytestmark = pytest.mark.e2e
-KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 
 
 def _ustun(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -25,7 +23,7 @@ def _ustun(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
 def test_first_start_serves_and_prints_one_key(empty_database_url: str, tmp_path: Path) -> None:
     server = Server(empty_database_url, tmp_path / "serve.log").start()
     try:
-        key = wait_for(lambda: KEY.search(server.output()), what="the first API key").group()
+        key = wait_for(lambda: API_KEY.search(server.output()), what="the first API key").group()
         base = server.base_url
         assert httpx.get(f"{base}/healthz").status_code == 200
         assert httpx.get(f"{base}/readyz").json() == {"status": "ready"}
@@ -54,14 +52,14 @@ def test_first_start_serves_and_prints_one_key(empty_database_url: str, tmp_path
         assert httpx.get(f"{again.base_url}/v1/payments", headers=auth).status_code == 200
     finally:
         again.stop()
-    assert not KEY.search(again.output()), "a second start must not print a new key"
+    assert not API_KEY.search(again.output()), "a second start must not print a new key"
 
 
 def test_keys_create_prints_only_the_key(empty_database_url: str) -> None:
     assert _ustun(empty_database_url, "migrate").returncode == 0
     made = _ustun(empty_database_url, "keys", "create", "--account", "acme")
     assert made.returncode == 0, made.stderr
-    assert KEY.fullmatch(made.stdout.strip())
+    assert API_KEY.fullmatch(made.stdout.strip())
     assert made.stdout.count("\n") == 1
 
 
