@@ -23,6 +23,7 @@ from ustun import logs, preflight
 from ustun.http.signature import Secret
 from ustun.service import create_app, secret_keys
 from ustun.service.accounts import DEFAULT_ACCOUNT, bootstrap, create_key
+from ustun.service.job_loops import import_job_modules
 from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
 from ustun.settings import Settings
@@ -59,14 +60,17 @@ def _run(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 @asynccontextmanager
 async def _database(
-    settings: Settings, *, migrate: bool = False, secrets: bool = False
+    settings: Settings, *, migrate: bool = False, serving: bool = False
 ) -> AsyncIterator[Database]:
-    """The database, checked: reachable, schema current (or `migrate`d) and, with `secrets`,
-    the stored secrets open under the configured key; commands create nothing before this."""
+    """The database, checked: reachable and its schema current (or `migrate`d); `serving`
+    (serve, worker): also the job modules import and the stored secrets open under the key."""
     db = Database(settings.database_url)
     try:
         await preflight.reach(db)
-        box = secret_box(settings) if secrets else None
+        box = None
+        if serving:
+            import_job_modules(settings)
+            box = secret_box(settings)
         await (upgrade if migrate else check_current)(db)
         if box is not None:
             await secret_keys.check(db, box, settings)
@@ -98,7 +102,7 @@ def serve(
     _setup_logging(settings)
 
     async def serve_forever() -> None:
-        async with _database(settings, migrate=migrate, secrets=True) as db:
+        async with _database(settings, migrate=migrate, serving=True) as db:
             listening = preflight.listen_socket(settings.host, settings.port)
             await _bootstrap(db)
             config = uvicorn.Config(
@@ -124,7 +128,7 @@ def worker_command(
     _setup_logging(settings)
 
     async def work() -> None:
-        async with _database(settings, secrets=True) as db:
+        async with _database(settings, serving=True) as db:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):

@@ -110,6 +110,14 @@ def test_any_invalid_setting_names_its_variable(tmp_path: Path) -> None:
     )
 
 
+def test_job_module_that_does_not_import(tmp_path: Path) -> None:
+    _refused(
+        {"USTUN_DATABASE_URL": _sqlite(tmp_path), "USTUN_JOB_MODULES": "no_such_app.jobs"},
+        "USTUN_JOB_MODULES names 'no_such_app.jobs', which is not importable",
+        commands=COMMANDS[:2],
+    )
+
+
 def test_port_in_use_names_the_option_and_creates_nothing(tmp_path: Path) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
