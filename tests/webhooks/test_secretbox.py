@@ -46,5 +46,5 @@ def test_a_rotating_box_opens_under_either_key_and_seals_under_the_current_one()
 
 
 def test_an_unwritable_key_file_is_a_secret_key_error(tmp_path: Path) -> None:
-    with pytest.raises(SecretKeyError, match="cannot create the key file .* set USTUN_SECRET_KEY"):
+    with pytest.raises(SecretKeyError, match=r"cannot create the key file .* set USTUN_SECRET_KEY"):
         master_key(None, f"sqlite:///{tmp_path / 'missing' / 'ustun.db'}")
