@@ -130,21 +130,22 @@ def test_a_changed_key_is_refused_at_startup_until_rotate_key_moves_every_secret
     old_value = generated.read_text().strip() if generated else OLD_KEY
     env = {"USTUN_DATABASE_URL": own_database_url, "USTUN_SECRET_KEY": NEW_KEY}
 
-    refused = run_ustun("worker", env=env)
-    shown = refused.stdout + refused.stderr
-    assert refused.returncode == 2, shown
-    lines = refused.stderr.strip().splitlines()
-    assert len(lines) == 2, shown
-    assert lines[0] == (
-        "error: USTUN_SECRET_KEY does not open the webhook secrets stored in the database: "
-        "they were sealed under another key."
-    )
-    assert "set USTUN_SECRET_KEY_PREVIOUS to the old key" in lines[1]
-    assert "run `ustun rotate-key`" in lines[1]
-    if generated is not None:
-        assert f"(the contents of {generated})" in lines[1]
-    assert NEW_KEY not in shown
-    assert old_value not in shown
+    for command in (("worker",), ("serve", "--port", str(free_port()))):
+        refused = run_ustun(*command, env=env)
+        shown = refused.stdout + refused.stderr
+        assert refused.returncode == 2, shown
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 2, shown
+        assert lines[0] == (
+            "error: USTUN_SECRET_KEY does not open the webhook secrets stored in the database: "
+            "they were sealed under another key."
+        )
+        assert "set USTUN_SECRET_KEY_PREVIOUS to the old key" in lines[1]
+        assert "run `ustun rotate-key`" in lines[1]
+        if generated is not None:
+            assert f"(the contents of {generated})" in lines[1]
+        assert NEW_KEY not in shown
+        assert old_value not in shown
 
     rotated = run_ustun("rotate-key", env={**env, "USTUN_SECRET_KEY_PREVIOUS": old_value})
     assert rotated.returncode == 0, rotated.stderr
