@@ -45,7 +45,7 @@ from ustun.service.middleware import (
 from ustun.service.observe import ObserveMiddleware
 from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
-from ustun.settings import Settings
+from ustun.settings import Settings, reveal
 from ustun.store import Database
 
 
@@ -98,7 +98,7 @@ def create_app(
     app.include_router(documents.router)
     app.include_router(metrics.router)
     app.include_router(asyncapi.router)
-    dashboard.install(app, settings.secret_key)
+    dashboard.install(app, reveal(settings.secret_key))
     app.include_router(reports.router)
     app.include_router(jobs.router)
     app.include_router(webhook_endpoints.router)
