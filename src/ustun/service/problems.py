@@ -165,11 +165,3 @@ def _page(title: str, *parts: str) -> str:
         f"<!doctype html><html lang=en><meta charset=utf-8><title>{html.escape(title)}</title>"
         f"<h1>{html.escape(title)}</h1>{''.join(parts)}</html>"
     )
-
-
-def reference_markdown() -> str:
-    """The catalogue as Markdown: the generated part of docs/problems.md (tests/test_docs.py)."""
-    return "\n".join(
-        f"### `{p.slug}`\n\n**{p.status}** {p.title}\n\n{p.description}\n"
-        for p in CATALOGUE.values()
-    )
