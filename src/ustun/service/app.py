@@ -11,6 +11,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from ustun import __version__, instrumentation
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
 from ustun.service import (
+    api_docs,
     api_keys,
     asyncapi,
     dashboard,
@@ -77,6 +78,8 @@ def create_app(
         version=__version__,
         lifespan=lifespan,
         dependencies=[Depends(json_media_type)],
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.db = database
     app.state.settings = settings
@@ -91,6 +94,7 @@ def create_app(
     problems.install(app)
     app.state.event_types = event_types.CATALOGUE
     openapi.install(app, events=lambda: app.state.event_types)
+    api_docs.install(app)
     app.include_router(health.router)
     app.include_router(payments.router)
     app.include_router(ledger_accounts.router)
