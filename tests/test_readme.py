@@ -110,7 +110,8 @@ def reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reader]:
         key = wait_for(lambda: FIRST_KEY.search(server.output()), what="the first API key")
         workdir = tmp / "reader"
         workdir.mkdir()
-        env = {**os.environ, "KEY": key.group(), "PATH": f"{Path(USTUN).parent}:{os.environ['PATH']}"}
+        path = f"{Path(USTUN).parent}:{os.environ['PATH']}"
+        env = {**os.environ, "KEY": key.group(), "PATH": path}
         yield Reader(server.base_url, server.base_url.removeprefix("http://"), workdir, env)
     finally:
         server.stop()
@@ -173,7 +174,7 @@ def run_shell(reader: Reader, command: str, expected: str) -> None:
         reader.etag = etag[-1]
     statuses = re.findall(r"(?m)^HTTP/[\d.]+ (\d{3})", head)
     if status := STATUS.match(expected):
-        assert statuses and statuses[-1] == status.group(1), (
+        assert statuses[-1:] == [status.group(1)], (
             f"`{command}` answered {statuses} where the README says {expected!r}:\n{done.stdout}"
         )
     if expected.startswith("{"):

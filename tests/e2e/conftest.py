@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from support import BACKENDS, FIRST_KEY, Served, Server, drop_pg_database, make_pg_database, wait_for
+from support import (
+    BACKENDS,
+    FIRST_KEY,
+    Served,
+    Server,
+    drop_pg_database,
+    make_pg_database,
+    wait_for,
+)
 
 
 @pytest.fixture(params=BACKENDS)
