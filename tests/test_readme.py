@@ -3,7 +3,8 @@
 One `ustun serve` on a fresh SQLite database plays the reader's server. ```sh blocks run
 command by command in bash, with `$KEY` set as the README says: each curl's status is checked
 against the comment that starts with one (`# 201 …`), and a comment that is JSON against the
-body. A placeholder id (`pay_…`) or ETag (`"1.…"`) stands for the one an earlier answer
+body when it is exact JSON. A `ustun …` synopsis line (with `[…]` or `<…>`) is checked against
+`ustun … --help`. A placeholder id (`pay_…`) or ETag (`"1.…"`) stands for the one an earlier answer
 showed. ```python blocks run as scripts; a block that defines `app` is served by uvicorn and
 exercised with the requests below. Blocks run in README order and share one directory.
 """
@@ -28,8 +29,8 @@ from support import FIRST_KEY, USTUN, Server, free_port, wait_for
 README = Path(__file__).parents[1] / "README.md"
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```$", re.M | re.S)
 README_ADDRESS = "127.0.0.1:8000"
-IDS = re.compile(r"\b(pay|la|tr|doc|job|we|evt|dlv)_[A-Za-z0-9]+")
-PLACEHOLDER = re.compile(r"\b(pay|la|tr|doc|job|we|evt|dlv)_…")
+IDS = re.compile(r"\b(pay|la|tr|doc|job|we|evt|dlv|key)_[A-Za-z0-9]+")
+PLACEHOLDER = re.compile(r"\b(pay|la|tr|doc|job|we|evt|dlv|key)_…")
 ETAG_PLACEHOLDER = re.compile(r'"\d*\.?…"')
 COMMENT = re.compile(r"\s+# (.*)$")
 STATUS = re.compile(r"^(\d{3})\b")
@@ -152,7 +153,7 @@ def run_shell(reader: Reader, command: str, expected: str) -> None:
         ).stdout.decode()
         reader.env = dict(item.split("=", 1) for item in shown.split("\0") if "=" in item)
         return
-    if command.startswith("ustun ") and "[--" in command:
+    if command.startswith("ustun ") and re.search(r"\[|<|…", command):
         check_synopsis(reader, command)
         return
     headers = reader.workdir / "headers"
@@ -177,13 +178,23 @@ def run_shell(reader: Reader, command: str, expected: str) -> None:
         assert statuses[-1:] == [status.group(1)], (
             f"`{command}` answered {statuses} where the README says {expected!r}:\n{done.stdout}"
         )
-    if expected.startswith("{"):
-        assert json.loads(done.stdout) == json.loads(expected), f"`{command}`: {done.stdout}"
+    if (shape := json_or_none(expected)) is not None:
+        assert json.loads(done.stdout) == shape, f"`{command}`: {done.stdout}"
+
+
+def json_or_none(comment: str) -> object:
+    """The comment as JSON when it is exactly a JSON object or array (an answer in full)."""
+    if not comment.startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(comment)
+    except ValueError:
+        return None
 
 
 def check_synopsis(reader: Reader, line: str) -> None:
     """A `ustun …` synopsis line: the command exists and takes every option it shows."""
-    words = line.split("[", 1)[0].split()
+    words = re.split(r"[\[<]", line, maxsplit=1)[0].split()
     shown = subprocess.run(
         [*words, "--help"], env=reader.env, capture_output=True, text=True, timeout=TIMEOUT
     )
