@@ -31,6 +31,8 @@ from ustun.store.migrate import upgrade
 T = TypeVar("T")
 PG_SERVER = os.environ.get("USTUN_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 BACKENDS = ["sqlite", "postgresql"]
+# The key `ustun serve` prints once, on its first start with an empty database.
+FIRST_KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 
 
 class Worker(Protocol):

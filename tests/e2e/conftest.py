@@ -3,16 +3,21 @@ share one headless Chromium per module."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from support import BACKENDS, Served, Server, drop_pg_database, make_pg_database, wait_for
-
-FIRST_KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
+from support import (
+    BACKENDS,
+    FIRST_KEY,
+    Served,
+    Server,
+    drop_pg_database,
+    make_pg_database,
+    wait_for,
+)
 
 
 @pytest.fixture(params=BACKENDS)
