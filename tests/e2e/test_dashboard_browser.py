@@ -22,7 +22,7 @@ from typing import TypeVar
 import httpx
 import pytest
 from PIL import Image
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from support import (
     BACKENDS,
@@ -40,18 +40,6 @@ from ustun.webhooks import outbox
 pytestmark = pytest.mark.e2e
 T = TypeVar("T")
 
-CHROMIUM = "/usr/bin/chromium"
-# Without the background-networking flags Chromium keeps dialling Google on a closed network.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 SCREENSHOTS = Path(__file__).parents[2] / "docs" / "screenshots"
 PHONE = {"width": 390, "height": 844}
@@ -152,14 +140,7 @@ def receiver() -> Iterator[Receiver]:
     running.http.server_close()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Debian's chromium is missing: apt-get install chromium (.ci/run does)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+# `browser`, Debian's Chromium driven by Playwright, is shared with other modules: conftest.py.
 
 
 def csp_violations(page: Page) -> list[str]:

@@ -26,6 +26,7 @@ from ustun.idempotency.records import (
 )
 from ustun.idempotency.tables import idempotency_records as records
 from ustun.store import Database
+from ustun.store.migrate import RequiredTables
 
 _CLAIM_ATTEMPTS = 3
 
@@ -55,13 +56,21 @@ def _upsert_statement(insert: Callable[[Table], Any]) -> Executable:
 
 
 class SqlRecordStore:
-    """Records in the `idempotency_records` table of `db`."""
+    """Records in the `idempotency_records` table of `db`.
 
-    def __init__(self, db: Database) -> None:
+    `create_tables` (default: on SQLite only) lets `prepare` migrate a database that lacks it.
+    """
+
+    def __init__(self, db: Database, *, create_tables: bool | None = None) -> None:
         self.db = db
+        self._tables = RequiredTables(db, records.name, create=create_tables)
         self._upsert_statement = _upsert_statement(
             sqlite.insert if db.is_sqlite else postgresql.insert
         )
+
+    async def prepare(self) -> None:
+        """Create the table or raise `TablesMissing` with the command to run (once, at startup)."""
+        await self._tables.ensure()
 
     async def claim(
         self, scope: str, key: str, fingerprint: str, *, lease: float, ttl: float
