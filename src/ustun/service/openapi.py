@@ -495,6 +495,7 @@ def _problems_of(path: str, operation: dict[str, Any], notes: Notes) -> dict[int
 
     if path.startswith("/v1/"):
         add("unauthorized")
+        add("rate-limited")  # too many failed bearer checks from the caller's address
     if "{" in path:
         add("not-found")
     if operation.get("parameters") or operation.get("requestBody"):
