@@ -16,8 +16,12 @@ from ustun.webhooks.verify import verify_delivery
 
 SECRET = Secret.generate()
 BODY = json.dumps({"id": "evt_1", "type": "ping", "data": {}}).encode()
-SIGNED = headers([SECRET], "evt_1", BODY)
-FRESH = headers([SECRET], "evt_2", BODY)
+
+
+def signed(event_id: str = "evt_1") -> dict[str, str]:
+    """Headers signed now: made at collection time they would age past the tolerance."""
+    return headers([SECRET], event_id, BODY)
+
 
 Pairs = list[tuple[str, str]]
 MAPPINGS: dict[str, Callable[[Pairs], Mapping[str, str]]] = {
@@ -31,14 +35,15 @@ MAPPINGS: dict[str, Callable[[Pairs], Mapping[str, str]]] = {
 @pytest.mark.parametrize("name", ["webhook-id", "Webhook-Timestamp", "WEBHOOK-SIGNATURE"])
 def test_a_repeated_header_is_refused(kind: str, name: str) -> None:
     # A fresh value first, the signed one last: the signature alone would pass.
-    pairs = [(name, FRESH[name.lower()]), *SIGNED.items()]
+    pairs = [(name, signed("evt_2")[name.lower()]), *signed().items()]
     with pytest.raises(RepeatedHeaders, match=name.lower()):
         verify(SECRET, MAPPINGS[kind](pairs), BODY)
 
 
 @pytest.mark.parametrize("kind", MAPPINGS)
 def test_single_headers_verify_and_give_the_signed_id(kind: str) -> None:
-    delivery = verify_delivery(SECRET, MAPPINGS[kind](list(SIGNED.items())), BODY)
+    now = signed()
+    delivery = verify_delivery(SECRET, MAPPINGS[kind](list(now.items())), BODY)
     assert delivery.id == "evt_1"
     assert delivery.event["type"] == "ping"
-    assert verify(SECRET, SIGNED, BODY) == delivery.event
+    assert verify(SECRET, now, BODY) == delivery.event
