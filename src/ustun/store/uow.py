@@ -162,6 +162,17 @@ def _begun(conn: AsyncConnection) -> bool:
     return conn.dialect.driver != "asyncpg" or _adapted(conn)._transaction is not None
 
 
+async def sqlite_connection(conn: AsyncConnection, *, begin: bool = True) -> Any:
+    """The aiosqlite connection under `conn`: one thread hand-off per statement run on it.
+
+    With `begin`, the unit of work's transaction is started first if no statement started it
+    (the engine's begin event issues `BEGIN IMMEDIATE` for a writer).
+    """
+    if begin and not conn.in_transaction():
+        await conn.begin()
+    return _adapted(conn).driver_connection
+
+
 async def asyncpg_connection(conn: AsyncConnection, *, begin: bool = True) -> Any:
     """The asyncpg connection under `conn`, for hot paths that skip SQLAlchemy's statements.
 
