@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Executable
 from sqlalchemy.engine import Dialect
@@ -28,6 +28,10 @@ class FastRow(tuple[Any, ...]):
 
     __slots__ = ()
     _fields: tuple[str, ...] = ()
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any: ...
 
     @property
     def _mapping(self) -> dict[str, Any]:
@@ -66,7 +70,7 @@ class Statement:
 
     def _args(self, compiled: _Compiled, params: Mapping[str, Any]) -> list[Any]:
         values = (
-            params[name] if name in params else default
+            params.get(name, default)
             for name, default in zip(compiled.names, compiled.defaults, strict=True)
         )
         return [
