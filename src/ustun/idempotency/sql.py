@@ -10,7 +10,18 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Executable, Table, and_, bindparam, delete, or_, select, update
+from sqlalchemy import (
+    Boolean,
+    Executable,
+    Table,
+    and_,
+    bindparam,
+    delete,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -89,12 +100,50 @@ _COMPLETE = Statement(
     )
 )
 
+# PostgreSQL: take the key's transaction-scoped advisory lock (held until COMMIT/ROLLBACK, or
+# until the session dies) and read its live record, in one statement. A 64-bit hash of the
+# length-prefixed scope and key names the lock: two keys sharing it would only wait on each other.
+_LOCK_AND_READ = Statement(
+    text(
+        """SELECT pg_try_advisory_xact_lock(hashtextextended(
+             length(CAST(:scope AS text)) || ':' || CAST(:scope AS text) || CAST(:key AS text), 0
+           )) AS locked,
+           r.fingerprint, r.state, r.locked_until, r.status, r.headers, r.body
+           FROM (SELECT 1) AS one
+           LEFT JOIN idempotency_records AS r
+             ON r.scope = :scope AND r.key = :key AND r.expires_at > :now"""
+    )
+    .bindparams(bindparam("now", type_=records.c.expires_at.type))
+    .columns(
+        locked=Boolean,
+        fingerprint=records.c.fingerprint.type,
+        state=records.c.state.type,
+        locked_until=records.c.locked_until.type,
+        status=records.c.status.type,
+        headers=records.c.headers.type,
+        body=records.c.body.type,
+    )
+)
+
 
 class SqlRecordStore:
     """Records in the `idempotency_records` table of `db`."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        # PostgreSQL can hold a key for the length of a transaction (see `lock_in`).
+        self.can_lock = not db.is_sqlite
+
+    async def lock_in(
+        self, conn: AsyncConnection, scope: str, key: str
+    ) -> tuple[bool, Record | None]:
+        """Hold the key until the caller's transaction ends (PostgreSQL), and read its record.
+
+        Returns whether the key is now held, and its live record if any. While held, no other
+        transaction can hold it; a crash releases it with the rolled-back transaction.
+        """
+        [row] = await _LOCK_AND_READ.rows(conn, {"scope": scope, "key": key, "now": clock.now()})
+        return bool(row.locked), _record(row) if row.state is not None else None
 
     async def claim(
         self, scope: str, key: str, fingerprint: str, *, lease: float, ttl: float
