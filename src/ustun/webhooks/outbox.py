@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import String, bindparam, insert, text
+from sqlalchemy import String, TextualSelect, bindparam, insert, text
 
 from ustun import clock, ids
 from ustun.store import UnitOfWork
@@ -45,7 +45,7 @@ _SQLITE_EMIT = _INSERT_EVENT.format(
 )
 
 
-def _emit_statement(sql: str) -> Any:
+def _emit_statement(sql: str) -> TextualSelect:
     return (
         text(sql)
         .bindparams(bindparam("created_at", type_=events.c.created_at.type))
@@ -53,23 +53,22 @@ def _emit_statement(sql: str) -> Any:
     )
 
 
+# The columns of a delivery that `emit` queues; the others start NULL.
+_QUEUED = (
+    "id",
+    "account_id",
+    "endpoint_id",
+    "event_id",
+    "status",
+    "attempt_count",
+    "next_attempt_at",
+    "created_at",
+    "updated_at",
+)
 _EMIT = Statement(_emit_statement(_PG_EMIT), per_dialect={"sqlite": _emit_statement(_SQLITE_EMIT)})
 _DELIVERIES = Statement(
     insert(deliveries).values(
-        {
-            c: bindparam(c, type_=deliveries.c[c].type)
-            for c in (
-                "id",
-                "account_id",
-                "endpoint_id",
-                "event_id",
-                "status",
-                "attempt_count",
-                "next_attempt_at",
-                "created_at",
-                "updated_at",
-            )
-        }
+        {c.name: bindparam(c.name, type_=c.type) for c in deliveries.c if c.name in _QUEUED}
     )
 )
 _NOTIFY = Statement(text("SELECT pg_notify(:channel, '')"))
