@@ -43,6 +43,17 @@ def own_postgresql_url() -> Iterator[str]:
     drop_pg_database(name)
 
 
+@pytest.fixture(params=BACKENDS)
+def own_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A migrated database of this test's own, once per backend: its tables start empty."""
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("own_postgresql_url")
+        return url
+    url = f"sqlite:///{tmp_path / 'ustun.db'}"
+    migrate_database(url)
+    return url
+
+
 @pytest.fixture(scope="session")
 def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A migrated SQLite database file for this test session."""

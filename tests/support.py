@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -30,6 +31,8 @@ from ustun.store.migrate import upgrade
 T = TypeVar("T")
 PG_SERVER = os.environ.get("USTUN_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 BACKENDS = ["sqlite", "postgresql"]
+# The key `ustun serve` prints once, on its first start with an empty database.
+FIRST_KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 
 
 class Worker(Protocol):
@@ -90,6 +93,18 @@ def migrate_database(url: str) -> None:
 
 
 USTUN = str(Path(sys.executable).with_name("ustun"))
+# What the first start prints once, and `ustun keys create` alone on stdout.
+API_KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
+
+
+def run_ustun(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`ustun <args>` to its end, in a bare environment plus `env` (and the tree under test)."""
+    bare = {"PATH": "/usr/bin:/bin", "COLUMNS": "200"}
+    if "PYTHONPATH" in os.environ:
+        bare["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return subprocess.run(
+        [USTUN, *args], env={**bare, **env}, capture_output=True, text=True, timeout=60
+    )
 
 
 async def new_account(db: Database, prefix: str = "test") -> str:

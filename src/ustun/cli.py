@@ -1,4 +1,4 @@
-"""The `ustun` command: serve, worker, migrate, keys, listen."""
+"""The `ustun` command: serve, worker, migrate, keys, rotate-key, listen."""
 
 from __future__ import annotations
 
@@ -6,16 +6,23 @@ import asyncio
 import gc
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
 from typing import Annotated, Any, TypeVar
 
-import typer
+try:
+    import typer
+except ModuleNotFoundError:  # `pip install ustun` gives the client only
+    sys.stderr.write(
+        "error: the ustun command needs the server extra: pip install 'ustun[server]'\n"
+    )
+    sys.exit(2)
 import uvicorn
 
-from ustun import logs
+from ustun import logs, preflight
 from ustun.clock import rfc3339
 from ustun.http.signature import Secret
-from ustun.service import create_app
+from ustun.service import create_app, secret_keys
 from ustun.service.accounts import (
     DEFAULT_ACCOUNT,
     KeyInfo,
@@ -25,12 +32,13 @@ from ustun.service.accounts import (
     list_keys,
     revoke_key,
 )
+from ustun.service.job_loops import import_job_modules
+from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
 from ustun.settings import Settings
 from ustun.store import Database
-from ustun.store.migrate import SchemaOutOfDate, check_current, upgrade
+from ustun.store.migrate import check_current, upgrade
 from ustun.webhooks.listen import app as listen_app
-from ustun.webhooks.secretbox import SecretKeyError
 
 T = TypeVar("T")
 
@@ -43,9 +51,7 @@ keys = typer.Typer(help="Manage API keys.", no_args_is_help=True)
 app.add_typer(keys, name="keys")
 
 
-def _settings(**overrides: object) -> Settings:
-    settings = Settings()
-    return settings.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+_settings = preflight.load_settings
 
 
 def _setup_logging(settings: Settings) -> None:
@@ -53,29 +59,37 @@ def _setup_logging(settings: Settings) -> None:
 
 
 def _run(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run `main` in a fresh event loop; an out-of-date schema exits 1 with what to do."""
-    try:
-        return _run_loop(main())
-    except (SchemaOutOfDate, SecretKeyError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
-
-
-def _run_loop(coro: Coroutine[Any, Any, T]) -> T:
-    """Run `coro` on uvloop (less CPU per I/O) when installed, as uvicorn does; else asyncio's."""
+    """Run `main` in a new event loop: uvloop (less CPU per I/O) if installed, else asyncio."""
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+        return asyncio.run(main())
+    return uvloop.run(main())
 
 
-async def _prepare(db: Database, migrate: bool) -> None:
-    """Migrate (or refuse an old schema), then make the first key on an empty database."""
-    if migrate:
-        await upgrade(db)
-    else:
-        await check_current(db)
+@asynccontextmanager
+async def _database(
+    settings: Settings, *, migrate: bool = False, serving: bool = False
+) -> AsyncIterator[Database]:
+    """The database, checked: reachable and its schema current (or `migrate`d); `serving`
+    (serve, worker): also the job modules import and the stored secrets open under the key."""
+    db = Database(settings.database_url)
+    try:
+        await preflight.reach(db)
+        box = None
+        if serving:
+            import_job_modules(settings)
+            box = secret_box(settings)
+        await (upgrade if migrate else check_current)(db)
+        if box is not None:
+            await secret_keys.check(db, box, settings)
+        yield db
+    finally:
+        await db.dispose()
+
+
+async def _bootstrap(db: Database) -> None:
+    """Make the first key on an empty database and show it, once."""
     key = await bootstrap(db)
     if key is not None:
         typer.echo(
@@ -87,8 +101,8 @@ async def _prepare(db: Database, migrate: bool) -> None:
 
 @app.command()
 def serve(
-    host: Annotated[str | None, typer.Option(help="Interface to bind [env USTUN_HOST].")] = None,
-    port: Annotated[int | None, typer.Option(help="Port [env USTUN_PORT].")] = None,
+    host: Annotated[str | None, typer.Option(help="Interface to bind (env USTUN_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (env USTUN_PORT).")] = None,
     worker: Annotated[bool, typer.Option(help="Run the background worker in-process.")] = True,
     migrate: Annotated[bool, typer.Option(help="Migrate the database before serving.")] = True,
 ) -> None:
@@ -97,9 +111,9 @@ def serve(
     _setup_logging(settings)
 
     async def serve_forever() -> None:
-        db = Database(settings.database_url)
-        try:
-            await _prepare(db, migrate)
+        async with _database(settings, migrate=migrate, serving=True) as db:
+            listening = preflight.listen_socket(settings.host, settings.port)
+            await _bootstrap(db)
             config = uvicorn.Config(
                 create_app(settings, db=db, worker=worker),
                 host=settings.host,
@@ -111,9 +125,7 @@ def serve(
                 proxy_headers=False,
                 lifespan="on",
             )
-            await uvicorn.Server(config).serve()
-        finally:
-            await db.dispose()
+            await uvicorn.Server(config).serve(sockets=[listening])
 
     _run(serve_forever)
 
@@ -127,9 +139,7 @@ def worker_command(
     _setup_logging(settings)
 
     async def work() -> None:
-        db = Database(settings.database_url)
-        try:
-            await check_current(db)
+        async with _database(settings, serving=True) as db:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -139,8 +149,6 @@ def worker_command(
             # long as the process: keep the cyclic collector from re-scanning it on every pass.
             gc.freeze()
             await worker.run_until(stop)
-        finally:
-            await db.dispose()
 
     _run(work)
 
@@ -151,11 +159,8 @@ def migrate() -> None:
     settings = _settings()
 
     async def migrate_db() -> None:
-        db = Database(settings.database_url)
-        try:
-            await upgrade(db)
-        finally:
-            await db.dispose()
+        async with _database(settings, migrate=True):
+            pass
 
     _run(migrate_db)
     typer.echo("database schema is up to date", err=True)
@@ -170,13 +175,9 @@ def keys_create(
 
 
 async def _with_db(work: Callable[[Database], Coroutine[Any, Any, T]]) -> T:
-    """Run `work` on the configured database, refusing an out-of-date schema."""
-    db = Database(_settings().database_url)
-    try:
-        await check_current(db)
+    """Run `work` on the configured database, checked: reachable and its schema current."""
+    async with _database(_settings()) as db:
         return await work(db)
-    finally:
-        await db.dispose()
 
 
 def _key_line(key: KeyInfo) -> str:
@@ -232,6 +233,24 @@ def keys_revoke(
     typer.echo(f"revoked {revoked.id} ({revoked.prefix}…, account {revoked.account.name})")
 
 
+@app.command("rotate-key")
+def rotate_key() -> None:
+    """Re-encrypt every stored secret under USTUN_SECRET_KEY, opening what is still sealed
+    under USTUN_SECRET_KEY_PREVIOUS; run it once every process has both keys."""
+    settings = _settings()
+
+    async def reseal() -> secret_keys.Resealed:
+        async with _database(settings) as db:
+            return await secret_keys.reseal(db, secret_box(settings), settings)
+
+    done = _run(reseal)
+    typer.echo(
+        f"re-encrypted {done.endpoint_secrets} webhook endpoint(s) and {done.responses} stored "
+        "response(s) under the current key; USTUN_SECRET_KEY_PREVIOUS may now be removed",
+        err=True,
+    )
+
+
 def _listen_secret(option: str | None, settings: Settings) -> str:
     """The signing secret from `--secret` (`-`: one line of standard input) or the environment."""
     if option == "-":
@@ -275,5 +294,9 @@ def listen(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: a configuration mistake is one message and exit code 2."""
+    try:
+        app()
+    except preflight.REFUSALS as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(preflight.EXIT_CONFIG)

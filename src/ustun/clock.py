@@ -13,3 +13,8 @@ def now() -> datetime:
 def rfc3339(moment: datetime) -> str:
     """Format as RFC 3339 UTC with a `Z` suffix and millisecond precision."""
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def rfc3339_or_none(moment: datetime | None) -> str | None:
+    """`rfc3339`, with None (a moment that has not come) kept as None."""
+    return None if moment is None else rfc3339(moment)

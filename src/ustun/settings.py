@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ustun.store.engine import async_url
+
 DEFAULT_DATABASE_URL = "sqlite:///./ustun.db"
 DEFAULT_IDEMPOTENCY_TTL = 86_400
 DEFAULT_IDEMPOTENCY_LEASE = 30
@@ -29,6 +31,13 @@ DEFAULT_TEST_PINGS_PER_MINUTE = 10
 # Failed dashboard logins and bearer checks one client address may make in one window.
 DEFAULT_AUTH_FAILURE_LIMIT = 20
 DEFAULT_AUTH_FAILURE_WINDOW = 60
+MIN_SECRET_KEY_LENGTH = 32
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def reveal(secret: SecretStr | None) -> str | None:
+    """The value of a secret setting, for the code that uses it (never for messages or logs)."""
+    return None if secret is None else secret.get_secret_value()
 
 
 class Settings(BaseSettings):
@@ -50,7 +59,9 @@ class Settings(BaseSettings):
     max_endpoints: int = Field(default=DEFAULT_MAX_ENDPOINTS, ge=1)
     test_pings_per_minute: int = Field(default=DEFAULT_TEST_PINGS_PER_MINUTE, ge=1)
     signature_tolerance: int = Field(default=DEFAULT_SIGNATURE_TOLERANCE, ge=0)
-    secret_key: str | None = None
+    secret_key: SecretStr | None = None
+    # The key being rotated away from: it still opens stored secrets (see `ustun rotate-key`).
+    secret_key_previous: SecretStr | None = None
     # `ustun listen`'s signing secret, kept off the command line (where `ps` shows it).
     listen_secret: SecretStr | None = None
     log_level: str = "info"
@@ -92,11 +103,24 @@ class Settings(BaseSettings):
             raise ValueError("must be an absolute http(s) URL, e.g. https://api.example.com")
         return value.rstrip("/")
 
-    @field_validator("secret_key")
+    @field_validator("database_url")
     @classmethod
-    def _secret_key_long_enough(cls, value: str | None) -> str | None:
-        if value is not None and len(value) < 32:
-            raise ValueError("USTUN_SECRET_KEY must be at least 32 characters")
+    def _database_url_supported(cls, value: str) -> str:
+        async_url(value)  # raises ValueError naming what is wrong, never the URL (a password)
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level_known(cls, value: str) -> str:
+        if value.lower() not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+        return value
+
+    @field_validator("secret_key", "secret_key_previous")
+    @classmethod
+    def _secret_key_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < MIN_SECRET_KEY_LENGTH:
+            raise ValueError(f"must be at least {MIN_SECRET_KEY_LENGTH} characters")
         return value
 
     @field_validator("trusted_proxies")

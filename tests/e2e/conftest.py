@@ -1,16 +1,23 @@
-"""Real-process tests: each gets an empty database of its own on both backends."""
+"""Real-process tests: each gets an empty database of its own on both backends; browser tests
+share one headless Chromium per module."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Browser, sync_playwright
 
-from support import BACKENDS, Served, Server, drop_pg_database, make_pg_database, wait_for
-
-FIRST_KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
+from support import (
+    BACKENDS,
+    FIRST_KEY,
+    Served,
+    Server,
+    drop_pg_database,
+    make_pg_database,
+    wait_for,
+)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -22,6 +29,31 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
     name, url = make_pg_database()
     yield url
     drop_pg_database(name)
+
+
+CHROMIUM = "/usr/bin/chromium"
+# Without the background-networking flags Chromium keeps dialling Google on a closed network.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless, driven by Playwright."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is missing: apt-get install chromium (.ci/run does)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import os
 import signal
 import subprocess
 from pathlib import Path
@@ -10,26 +10,20 @@ from pathlib import Path
 import httpx
 import pytest
 
-from support import USTUN, Server, wait_for
+from support import API_KEY, USTUN, Server, run_ustun, wait_for
 
 pytestmark = pytest.mark.e2e
-KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 
 
 def _ustun(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [USTUN, *args],
-        env={"USTUN_DATABASE_URL": database_url, "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    env = {"USTUN_DATABASE_URL": database_url, "USTUN_SECRET_KEY": os.environ["USTUN_SECRET_KEY"]}
+    return run_ustun(*args, env=env)
 
 
 def test_first_start_serves_and_prints_one_key(empty_database_url: str, tmp_path: Path) -> None:
     server = Server(empty_database_url, tmp_path / "serve.log").start()
     try:
-        key = wait_for(lambda: KEY.search(server.output()), what="the first API key").group()
+        key = wait_for(lambda: API_KEY.search(server.output()), what="the first API key").group()
         base = server.base_url
         assert httpx.get(f"{base}/healthz").status_code == 200
         assert httpx.get(f"{base}/readyz").json() == {"status": "ready"}
@@ -58,27 +52,27 @@ def test_first_start_serves_and_prints_one_key(empty_database_url: str, tmp_path
         assert httpx.get(f"{again.base_url}/v1/payments", headers=auth).status_code == 200
     finally:
         again.stop()
-    assert not KEY.search(again.output()), "a second start must not print a new key"
+    assert not API_KEY.search(again.output()), "a second start must not print a new key"
 
 
 def test_keys_create_prints_only_the_key(empty_database_url: str) -> None:
     assert _ustun(empty_database_url, "migrate").returncode == 0
     made = _ustun(empty_database_url, "keys", "create", "--account", "acme")
     assert made.returncode == 0, made.stderr
-    assert KEY.fullmatch(made.stdout.strip())
+    assert API_KEY.fullmatch(made.stdout.strip())
     assert made.stdout.count("\n") == 1
 
 
 def test_no_migrate_refuses_an_old_schema(empty_database_url: str) -> None:
     refused = _ustun(empty_database_url, "serve", "--no-migrate", "--port", "1")
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert "run `ustun migrate`" in refused.stderr
     assert "Traceback" not in refused.stderr
 
 
 def test_keys_create_on_an_unmigrated_database_says_what_to_do(empty_database_url: str) -> None:
     refused = _ustun(empty_database_url, "keys", "create")
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert refused.stdout == ""
     assert "ustun migrate" in refused.stderr
 

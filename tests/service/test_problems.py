@@ -1,3 +1,5 @@
+import html
+
 import httpx
 import pytest
 
@@ -28,6 +30,19 @@ async def test_every_problem_type_has_a_page(client: httpx.AsyncClient, slug: st
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
     assert CATALOGUE[slug].title.replace("'", "&#x27;") in response.text
+
+
+async def test_each_problem_page_links_to_its_section_of_the_served_reference(
+    client: httpx.AsyncClient,
+) -> None:
+    index = await client.get("/problems")
+    assert index.status_code == 200
+    for slug, entry in CATALOGUE.items():
+        page = (await client.get(f"/problems/{slug}")).text
+        assert f'href="/problems#{slug}"' in page
+        assert f"docs/problems.md#{slug}" in page
+        assert f'<section id="{slug}">' in index.text
+        assert html.escape(entry.description) in page
 
 
 async def test_unknown_problem_type_page_is_404(client: httpx.AsyncClient) -> None:

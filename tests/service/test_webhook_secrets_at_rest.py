@@ -13,7 +13,6 @@ from fastapi import FastAPI
 from sqlalchemy.engine import make_url
 
 from dashboard_support import SECRET, create_endpoint, log_in
-from support import BACKENDS, migrate_database
 from ustun.service import create_app
 from ustun.settings import Settings
 from ustun.store import Database
@@ -21,15 +20,10 @@ from ustun.store import Database
 HOOK = "https://hooks.example.com/ustun"
 
 
-@pytest.fixture(params=BACKENDS)
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+@pytest.fixture
+def database_url(own_database_url: str) -> str:
     """A database of this test's own, so that the whole of it can be searched."""
-    if request.param == "postgresql":
-        url: str = request.getfixturevalue("own_postgresql_url")
-        return url
-    url = f"sqlite:///{tmp_path / 'ustun.db'}"
-    migrate_database(url)
-    return url
+    return own_database_url
 
 
 @pytest.fixture

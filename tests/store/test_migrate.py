@@ -1,19 +1,24 @@
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from starlette.types import Message, Receive, Scope, Send
 
 from support import BACKENDS, drop_pg_database, make_pg_database
+from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
 from ustun.service.accounts import authenticate, create_key, list_keys, revoke_key
 from ustun.service.dashboard.session import open_session, session_account
 from ustun.store import Database
 from ustun.store.migrate import (
     SchemaOutOfDate,
+    TablesMissing,
     check_current,
     current_revision,
     head_revision,
     upgrade,
 )
+from ustun.webhooks.inbox import DatabaseInbox
 
 
 async def test_migrated_database_is_at_head(db: Database) -> None:
@@ -61,3 +66,71 @@ async def test_0009_upgrades_a_database_that_has_keys(backend: str, tmp_path: Pa
         await db.dispose()
         if name is not None:
             await asyncio.to_thread(drop_pg_database, name)
+
+
+@pytest.fixture
+def empty_pg_url() -> Iterator[str]:
+    """A PostgreSQL database nobody has migrated, with a password in its URL."""
+    name, url = make_pg_database()
+    yield url.replace("postgres@", "postgres:hunter2@", 1)
+    drop_pg_database(name)
+
+
+async def test_missing_table_on_postgresql_is_one_line_naming_the_command(
+    empty_pg_url: str,
+) -> None:
+    db = Database(empty_pg_url)
+    try:
+        with pytest.raises(TablesMissing) as raised:
+            await SqlRecordStore(db).prepare()
+        message = str(raised.value)
+        assert message.startswith("table idempotency_records is missing: run `ustun migrate`")
+        assert "USTUN_DATABASE_URL=postgresql://postgres:***@" in message
+        assert "\n" not in message
+        assert "hunter2" not in message
+        with pytest.raises(TablesMissing, match="table webhook_inbox is missing"):
+            await DatabaseInbox(db).prepare()
+        assert await current_revision(db) is None  # nothing changed unasked
+        await DatabaseInbox(db, create_tables=True).prepare()
+        await SqlRecordStore(db).prepare()
+        assert await current_revision(db) == head_revision()
+    finally:
+        await db.dispose()
+
+
+async def test_sqlite_tables_are_created_on_first_use(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'app.db'}")
+    try:
+        await DatabaseInbox(db).prepare()
+        assert await DatabaseInbox(db).claim("msg_1", "ping")
+        await check_current(db)
+    finally:
+        await db.dispose()
+
+
+async def test_middleware_refuses_to_start_without_its_table(empty_pg_url: str) -> None:
+    """The lifespan startup fails with the one line, before the app's own startup runs."""
+    db = Database(empty_pg_url)
+    started: list[str] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        started.append((await receive())["type"])
+
+    middleware = IdempotencyMiddleware(app, SqlRecordStore(db), transactional=True)
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "lifespan.startup"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    try:
+        await middleware({"type": "lifespan"}, receive, send)
+    finally:
+        await db.dispose()
+    assert sent == [
+        {"type": "lifespan.startup.failed", "message": sent[0]["message"]},
+    ]
+    assert sent[0]["message"].startswith("table idempotency_records is missing")
+    assert started == []

@@ -6,19 +6,23 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import uvicorn
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from support import free_port
+from support import drop_pg_database, free_port, make_pg_database
 from ustun import ids
 from ustun.http.signature import Secret, headers
 from ustun.store import Database
+from ustun.store.migrate import TablesMissing
 from ustun.webhooks.dispatcher import Dispatcher
 from ustun.webhooks.inbox import DatabaseInbox
 from ustun.webhooks.outbox import emit
@@ -225,3 +229,40 @@ async def uvicorn_serving(app: ASGIApp, port: int) -> AsyncIterator[None]:
 
 async def _started(server: uvicorn.Server) -> bool:
     return server.started
+
+
+async def test_inbox_table_is_checked_once_before_the_first_claim(tmp_path: Path) -> None:
+    """SQLite: the first delivery creates the inbox; on PostgreSQL the same raises one line."""
+    db = Database(f"sqlite:///{tmp_path / 'fresh.db'}")
+    got = WebhookReceiver(str(SECRET), inbox=DatabaseInbox(db), backoff=0.01)
+    transport = httpx.ASGITransport(app=got)
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://r") as http:
+            headers_, body = signed()
+            first = await http.post("/", headers=headers_, content=body)
+            assert first.status_code == 204
+            async with db.unit_of_work() as uow:
+                await uow.conn.execute(text("DROP TABLE webhook_inbox"))
+            # Checked once: a table dropped later is not looked for again on the hot path.
+            headers_, body = signed()
+            with pytest.raises(OperationalError, match="no such table: webhook_inbox"):
+                await http.post("/", headers=headers_, content=body)
+        await got.drain()
+    finally:
+        await db.dispose()
+
+
+async def test_missing_inbox_on_postgresql_is_the_one_line() -> None:
+    name, url = await asyncio.to_thread(make_pg_database)
+    db = Database(url)
+    got = WebhookReceiver(str(SECRET), inbox=DatabaseInbox(db))
+    try:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=got), base_url="http://r"
+        ) as http:
+            headers_, body = signed()
+            with pytest.raises(TablesMissing, match=r"^table webhook_inbox is missing: run `ustun"):
+                await http.post("/", headers=headers_, content=body)
+    finally:
+        await db.dispose()
+        await asyncio.to_thread(drop_pg_database, name)

@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ustun import clock, instrumentation
+from ustun.http.errors import UstunError
 from ustun.http.fingerprint import fingerprint
 from ustun.http.idempotency_key import HEADER, InvalidIdempotencyKey, parse_idempotency_key
 from ustun.http.problem import MEDIA_TYPE, encode, problem
@@ -133,15 +134,15 @@ async def _read_body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-def _replaying(body: bytes, receive: Receive) -> Receive:
-    """A `receive` that hands the app the already-read body, then defers to the real one."""
+def _replaying(first: Message, receive: Receive) -> Receive:
+    """A `receive` that hands the app the already-read message, then defers to the real one."""
     pending = True
 
     async def receive_again() -> Message:
         nonlocal pending
         if pending:
             pending = False
-            return {"type": "http.request", "body": body, "more_body": False}
+            return first
         return await receive()
 
     return receive_again
@@ -156,6 +157,8 @@ class IdempotencyMiddleware:
     the key instead. In transactional mode a 5xx always rolls back and releases.
     `sealer` encrypts the stored body of a `Cache-Control: no-store` response; without one,
     such a body is not kept and its replay answers 409 `idempotency-response-unavailable`.
+    The store is prepared (its table checked or created) once: at the app's lifespan startup,
+    which fails with the one-line `UstunError` on a missing table, or else on the first request.
     """
 
     def __init__(
@@ -206,6 +209,22 @@ class IdempotencyMiddleware:
         self.store_server_errors = store_server_errors
         self.scope_of = scope_of
         self.sealer = sealer
+        self._prepared = False
+
+    async def _prepare(self) -> None:
+        await self.store.prepare()
+        self._prepared = True
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Prepare the store before the app starts; a failure stops the server with its line."""
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            try:
+                await self._prepare()
+            except UstunError as exc:
+                await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                return
+        await self.app(scope, _replaying(message, receive), send)
 
     def _policy(self, scope: Scope) -> Policy:
         marked = route_policy(scope)
@@ -214,6 +233,9 @@ class IdempotencyMiddleware:
         return self.default_policy if scope["path"].startswith(self.prefix) else "off"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(scope, receive, send)
+            return
         if scope["type"] != "http" or scope["method"] not in self.methods:
             await self.app(scope, receive, send)
             return
@@ -238,6 +260,8 @@ class IdempotencyMiddleware:
                 return
             await self.app(scope, receive, send)
             return
+        if not self._prepared:
+            await self._prepare()
         body = await _read_body(receive)
         if body is None:
             return
@@ -245,7 +269,7 @@ class IdempotencyMiddleware:
             scope=self.scope_of(scope),
             key=key.value,
             fingerprint=fingerprint(scope["method"], scope["path"], scope["query_string"], body),
-            receive=_replaying(body, receive),
+            receive=_replaying({"type": "http.request", "body": body, "more_body": False}, receive),
         )
         if self.sql is not None:
             await self._transactional(self.sql, request, scope, send)

@@ -76,6 +76,9 @@ class RedisRecordStore:
         """A store on the Redis at `url` (`redis://host:port/db`)."""
         return cls(Redis.from_url(url), prefix=prefix)
 
+    async def prepare(self) -> None:
+        """Nothing to create: Redis keys need no schema."""
+
     def _key(self, scope: str, key: str) -> str:
         # Length-prefixing the scope keeps ("a:b", "c") and ("a", "b:c") apart.
         return f"{self.prefix}{len(scope)}:{scope}:{key}"

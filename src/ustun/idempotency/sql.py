@@ -37,6 +37,7 @@ from ustun.idempotency.records import (
 )
 from ustun.idempotency.tables import idempotency_records as records
 from ustun.store import Database
+from ustun.store.migrate import RequiredTables
 from ustun.store.statements import FastRow, Statement
 
 _CLAIM_ATTEMPTS = 3
@@ -127,10 +128,14 @@ _LOCK_AND_READ = Statement(
 
 
 class SqlRecordStore:
-    """Records in the `idempotency_records` table of `db`."""
+    """Records in the `idempotency_records` table of `db`.
 
-    def __init__(self, db: Database) -> None:
+    `create_tables` (default: on SQLite only) lets `prepare` migrate a database that lacks it.
+    """
+
+    def __init__(self, db: Database, *, create_tables: bool | None = None) -> None:
         self.db = db
+        self._tables = RequiredTables(db, records.name, create=create_tables)
         # PostgreSQL can hold a key for the length of a transaction (see `lock_in`).
         self.can_lock = not db.is_sqlite
 
@@ -144,6 +149,10 @@ class SqlRecordStore:
         """
         [row] = await _LOCK_AND_READ.rows(conn, {"scope": scope, "key": key, "now": clock.now()})
         return bool(row.locked), _record(row) if row.state is not None else None
+
+    async def prepare(self) -> None:
+        """Create the table or raise `TablesMissing` with the command to run (once, at startup)."""
+        await self._tables.ensure()
 
     async def claim(
         self, scope: str, key: str, fingerprint: str, *, lease: float, ttl: float

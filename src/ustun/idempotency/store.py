@@ -10,6 +10,10 @@ from ustun.idempotency.records import Claim, StoredResponse
 class RecordStore(Protocol):
     """Records keyed by `(scope, key)`; every write after the claim is fenced by its lease token."""
 
+    async def prepare(self) -> None:
+        """Make the store ready (its tables exist); run once, before the first request."""
+        ...
+
     async def claim(
         self, scope: str, key: str, fingerprint: str, *, lease: float, ttl: float
     ) -> Claim:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from sqlalchemy import Row, select
 
-from ustun.clock import rfc3339
+from ustun.clock import rfc3339, rfc3339_or_none
 from ustun.http.errors import ProblemError
 from ustun.idempotency import idempotency
 from ustun.idempotency.sealing import CACHE_CONTROL, NO_STORE
@@ -22,10 +21,6 @@ router = APIRouter(prefix="/v1/api-keys", tags=["api keys"])
 PATH = "/v1/api-keys"
 
 
-def _time(moment: datetime | None) -> str | None:
-    return rfc3339(moment) if moment is not None else None
-
-
 def render(row: Row[Any]) -> dict[str, Any]:
     """The public shape of a key: its prefix, never the key or its hash."""
     return {
@@ -33,8 +28,8 @@ def render(row: Row[Any]) -> dict[str, Any]:
         "object": "api_key",
         "prefix": row.prefix,
         "created_at": rfc3339(row.created_at),
-        "last_used_at": _time(row.last_used_at),
-        "revoked_at": _time(row.revoked_at),
+        "last_used_at": rfc3339_or_none(row.last_used_at),
+        "revoked_at": rfc3339_or_none(row.revoked_at),
     }
 
 

@@ -11,6 +11,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from ustun import __version__, instrumentation
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
 from ustun.service import (
+    api_docs,
     api_keys,
     asyncapi,
     dashboard,
@@ -45,7 +46,7 @@ from ustun.service.middleware import (
 from ustun.service.observe import ObserveMiddleware
 from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
-from ustun.settings import Settings
+from ustun.settings import Settings, reveal
 from ustun.store import Database
 
 
@@ -77,6 +78,8 @@ def create_app(
         version=__version__,
         lifespan=lifespan,
         dependencies=[Depends(json_media_type)],
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.db = database
     app.state.settings = settings
@@ -91,6 +94,7 @@ def create_app(
     problems.install(app)
     app.state.event_types = event_types.CATALOGUE
     openapi.install(app, events=lambda: app.state.event_types)
+    api_docs.install(app)
     app.include_router(health.router)
     app.include_router(payments.router)
     app.include_router(ledger_accounts.router)
@@ -98,7 +102,7 @@ def create_app(
     app.include_router(documents.router)
     app.include_router(metrics.router)
     app.include_router(asyncapi.router)
-    dashboard.install(app, settings.secret_key)
+    dashboard.install(app, reveal(settings.secret_key))
     app.include_router(reports.router)
     app.include_router(jobs.router)
     app.include_router(webhook_endpoints.router)

@@ -7,6 +7,7 @@ import importlib
 from collections.abc import Awaitable, Callable
 
 from ustun import jobs
+from ustun.preflight import ConfigError
 
 # Imported for what they register: the "report" job kind, and the hook that emits
 # job.completed / job.failed into the webhook outbox.
@@ -18,10 +19,23 @@ from ustun.store import Database
 Loop = Callable[[asyncio.Event], Awaitable[None]]
 
 
-def job_loops(db: Database, settings: Settings, concurrency: int) -> list[Loop]:
-    """Import the app's job modules (`USTUN_JOB_MODULES`), then build the job loops."""
+def import_job_modules(settings: Settings) -> None:
+    """Import the app's job modules (`USTUN_JOB_MODULES`), which register its job kinds."""
     for module in filter(None, (m.strip() for m in settings.job_modules.split(","))):
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not (module + ".").startswith(exc.name + "."):
+                raise  # the module is there; something it imports is not
+            raise ConfigError(
+                f"USTUN_JOB_MODULES names {module!r}, which is not importable: install it, or "
+                "fix USTUN_JOB_MODULES (and PYTHONPATH)"
+            ) from None
+
+
+def job_loops(db: Database, settings: Settings, concurrency: int) -> list[Loop]:
+    """Import the app's job modules, then build the job loops."""
+    import_job_modules(settings)
     runner = jobs.Runner(
         db,
         concurrency=concurrency,

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 
 from ustun import clock, jobs
-from ustun.clock import rfc3339
+from ustun.clock import rfc3339, rfc3339_or_none
 from ustun.concurrency import Version
 from ustun.http.errors import NotFoundError
 from ustun.http.last_event_id import parse_last_event_id
@@ -53,8 +53,8 @@ def render(job: jobs.Job) -> dict[str, Any]:
         "status": job.status,
         "progress": job.progress,
         "created_at": rfc3339(job.created_at),
-        "started_at": rfc3339(job.started_at) if job.started_at else None,
-        "completed_at": rfc3339(job.completed_at) if job.completed_at else None,
+        "started_at": rfc3339_or_none(job.started_at),
+        "completed_at": rfc3339_or_none(job.completed_at),
         "result_url": f"{job_url(job.id)}/result" if job.has_result else None,
         "error": job.error,
         "cancel_requested": job.cancel_requested,

@@ -396,7 +396,18 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
         },
     ),
     ("GET", "/v1/webhook-endpoints"): _listing(schemas.WebhookEndpointList),
-    ("GET", ENDPOINT): Notes(replies={200: _ENDPOINT_REPLY}),
+    ("GET", "/v1/api-keys"): _listing(schemas.ApiKeyList),
+    ("POST", "/v1/api-keys"): Notes(
+        replies={
+            201: Reply(
+                schemas.ApiKeyWithKey,
+                headers={"Cache-Control": True},
+                description="Created: `key` is shown here only (sent `no-store`).",
+            )
+        }
+    ),
+    ("DELETE", "/v1/api-keys/{key_id}"): Notes(problems=("not-found",)),
+    ("GET", ENDPOINT): Notes(if_none_match=True, replies={200: _ENDPOINT_REPLY}),
     ("PATCH", ENDPOINT): Notes(if_match="optional", replies={200: _ENDPOINT_REPLY}),
     ("DELETE", ENDPOINT): Notes(if_match="optional"),
     ("POST", f"{ENDPOINT}/rotate-secret"): Notes(replies={200: _SECRET_REPLY}),

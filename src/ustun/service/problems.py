@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ustun.http.errors import ProblemError
-from ustun.http.problem import CATALOGUE, MEDIA_TYPE, encode, problem
+from ustun.http.problem import CATALOGUE, MEDIA_TYPE, ProblemType, encode, problem
 from ustun.service.bodies import unreadable
 
 log = logging.getLogger("ustun.service")
@@ -135,15 +135,33 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(Exception, _on_unhandled)
 
+    @app.get("/problems", response_class=HTMLResponse, include_in_schema=False)
+    async def problem_index() -> HTMLResponse:
+        return HTMLResponse(_page("Problem types", *map(_section, CATALOGUE.values())))
+
     @app.get("/problems/{slug}", response_class=HTMLResponse, include_in_schema=False)
     async def problem_page(slug: str) -> HTMLResponse:
         entry = CATALOGUE.get(slug)
         if entry is None:
             raise ProblemError("not-found", f"No problem type named {slug!r}.")
-        title = html.escape(entry.title)
-        page = (
-            f"<!doctype html><html lang=en><meta charset=utf-8><title>{title}</title>"
-            f"<h1>{entry.status} {title}</h1><p>{html.escape(entry.description)}</p>"
-            f"<p><code>type: …/problems/{html.escape(entry.slug)}</code></p></html>"
+        see_also = (
+            f'<p><a href="/problems#{entry.slug}">Every problem type</a> (the same text as '
+            f"<code>docs/problems.md#{entry.slug}</code> in ustun's repository).</p>"
         )
-        return HTMLResponse(page)
+        return HTMLResponse(_page(entry.title, _section(entry), see_also))
+
+
+def _section(entry: ProblemType) -> str:
+    """One problem type as HTML, anchored by its slug."""
+    return (
+        f'<section id="{entry.slug}"><h2>{entry.status} {html.escape(entry.title)}</h2>'
+        f"<p>{html.escape(entry.description)}</p>"
+        f"<p><code>type: …/problems/{entry.slug}</code></p></section>"
+    )
+
+
+def _page(title: str, *parts: str) -> str:
+    return (
+        f"<!doctype html><html lang=en><meta charset=utf-8><title>{html.escape(title)}</title>"
+        f"<h1>{html.escape(title)}</h1>{''.join(parts)}</html>"
+    )

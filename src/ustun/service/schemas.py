@@ -145,6 +145,25 @@ class WebhookEndpointWithSecret(WebhookEndpoint):
     secret: str = Field(description="`whsec_…`: keep it; it is never shown again.")
 
 
+class ApiKey(BaseModel):
+    """An API key of the account, by its prefix: never the key itself."""
+
+    model_config = _OPEN
+
+    id: str = _id("key")
+    object: Literal["api_key"]
+    prefix: str
+    created_at: Timestamp
+    last_used_at: Timestamp | None = Field(description="Updated at most once a minute.")
+    revoked_at: Timestamp | None
+
+
+class ApiKeyWithKey(ApiKey):
+    """A key as created: the only answer that shows it."""
+
+    key: str = Field(description="Send as `Authorization: Bearer <key>`; never shown again.")
+
+
 class Event(BaseModel):
     """An event of the log, as a receiver gets it (plus `object`)."""
 
@@ -238,3 +257,4 @@ WebhookEndpointList = page_of(WebhookEndpoint)
 EventList = page_of(Event)
 EventTypeList = page_of(EventType)
 DeliveryList = page_of(Delivery)
+ApiKeyList = page_of(ApiKey)

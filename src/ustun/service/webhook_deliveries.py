@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from sqlalchemy import Row, select, update
 
 from ustun import clock
-from ustun.clock import rfc3339
+from ustun.clock import rfc3339, rfc3339_or_none
 from ustun.http.errors import ProblemError
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.pagination import page
@@ -20,10 +20,6 @@ router = APIRouter(prefix="/v1/deliveries", tags=["webhooks"])
 Id = Annotated[str | None, Query(max_length=64, pattern=r"^[A-Za-z0-9_]+$")]
 
 
-def _time(value: Any) -> str | None:
-    return None if value is None else rfc3339(value)
-
-
 def render(row: Row[Any]) -> dict[str, Any]:
     """A delivery; `next_attempt_at` is null once it succeeded or died."""
     return {
@@ -33,7 +29,7 @@ def render(row: Row[Any]) -> dict[str, Any]:
         "event_id": row.event_id,
         "status": row.status,
         "attempt_count": row.attempt_count,
-        "next_attempt_at": _time(row.next_attempt_at),
+        "next_attempt_at": rfc3339_or_none(row.next_attempt_at),
         "created_at": rfc3339(row.created_at),
         "updated_at": rfc3339(row.updated_at),
     }

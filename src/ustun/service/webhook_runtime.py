@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from ustun.settings import Settings
+from ustun.settings import Settings, reveal
 from ustun.store import Database
 from ustun.webhooks.claims import CLAIM_ROUNDS
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
@@ -15,7 +15,10 @@ from ustun.webhooks.secretbox import SecretBox, master_key
 
 def secret_box(settings: Settings) -> SecretBox:
     """The box for signing secrets; raises `SecretKeyError` on PostgreSQL without a key."""
-    return SecretBox(master_key(settings.secret_key, settings.database_url))
+    return SecretBox(
+        master_key(reveal(settings.secret_key), settings.database_url),
+        previous=reveal(settings.secret_key_previous),
+    )
 
 
 def dispatch_config(settings: Settings) -> DispatchConfig:

@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from ustun.store.autocommit import AutocommitPool
@@ -32,7 +33,13 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 def async_url(url: str) -> str:
     """Map `sqlite:///…` and `postgresql://…` to their async drivers; leave explicit ones."""
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        # SQLAlchemy's own message may quote the URL, password included.
+        raise ValueError(
+            "not a database URL: use sqlite:///path or postgresql://user@host/db"
+        ) from None
     backend, _, driver = parsed.drivername.partition("+")
     if backend == "sqlite":
         return str(parsed.set(drivername="sqlite+aiosqlite")) if driver in ("", "pysqlite") else url

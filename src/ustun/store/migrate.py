@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, inspect, text
 
+from ustun.http.errors import UstunError
 from ustun.store.engine import Database
 
 SCRIPT_LOCATION = "ustun.store:migrations"
@@ -17,6 +20,10 @@ _PG_MIGRATION_LOCK = 0x75737475
 
 class SchemaOutOfDate(RuntimeError):
     """The database schema is older (or newer) than this version of ustun expects."""
+
+
+class TablesMissing(UstunError):
+    """A table a library component needs is not in the app's database (one line: what to run)."""
 
 
 def _config(conn: Connection | None = None) -> Config:
@@ -64,3 +71,42 @@ async def check_current(db: Database) -> None:
             f"database schema is at revision {current or 'none'}, this ustun needs {head}: "
             "run `ustun migrate` (or start `ustun serve` without --no-migrate)"
         )
+
+
+async def ensure_tables(db: Database, *names: str, create: bool | None = None) -> None:
+    """Make sure `names` exist, migrating to create them when `create` (default: on SQLite only).
+
+    Never changes a PostgreSQL schema unless asked: there a missing table raises
+    `TablesMissing` naming the command to run.
+    """
+    async with db.engine.connect() as conn:
+        present = set(await conn.run_sync(lambda sync: inspect(sync).get_table_names()))
+    missing = [name for name in names if name not in present]
+    if not missing:
+        return
+    if db.is_sqlite if create is None else create:
+        await upgrade(db)
+        return
+    url = db.engine.url.set(drivername=db.dialect).render_as_string(hide_password=True)
+    raise TablesMissing(
+        f"table {missing[0]} is missing: run `ustun migrate` with USTUN_DATABASE_URL={url} "
+        "(or pass create_tables=True)"
+    )
+
+
+class RequiredTables:
+    """Tables a component needs, checked (or created) by `ensure_tables` once per process."""
+
+    def __init__(self, db: Database, *names: str, create: bool | None = None) -> None:
+        self.db = db
+        self.names = names
+        self.create = create
+        self._ready = False
+        self._checking = asyncio.Lock()
+
+    async def ensure(self) -> None:
+        """Check once, however many first requests arrive together; then return at once."""
+        async with self._checking:
+            if not self._ready:
+                await ensure_tables(self.db, *self.names, create=self.create)
+                self._ready = True

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ustun import clock
 from ustun.store import Database
+from ustun.store.migrate import RequiredTables
 from ustun.webhooks.tables import inbox
 
 DEFAULT_LEASE = 60.0
@@ -23,6 +24,10 @@ DEFAULT_LEASE = 60.0
 
 class Inbox(Protocol):
     """Where a receiver records the ids it has seen."""
+
+    async def prepare(self) -> None:
+        """Make the inbox ready (its table exists); the receiver runs it once, first."""
+        ...
 
     async def claim(self, webhook_id: str, event_type: str) -> bool:
         """True when this delivery should run the handler (first time, or a stale failure)."""
@@ -45,6 +50,9 @@ class MemoryInbox:
         self._claimed: dict[str, float] = {}
         self._done: set[str] = set()
 
+    async def prepare(self) -> None:
+        return None
+
     async def claim(self, webhook_id: str, event_type: str) -> bool:
         now = time.monotonic()
         since = self._claimed.get(webhook_id)
@@ -61,16 +69,21 @@ class MemoryInbox:
 
 
 class DatabaseInbox:
-    """An inbox table (`webhook_inbox`, UNIQUE on the id) on SQLite or PostgreSQL."""
+    """An inbox table (`webhook_inbox`, UNIQUE on the id) on SQLite or PostgreSQL.
 
-    def __init__(self, db: Database, lease: float = DEFAULT_LEASE) -> None:
+    `create_tables` (default: on SQLite only) lets `prepare` migrate a database that lacks it.
+    """
+
+    def __init__(
+        self, db: Database, lease: float = DEFAULT_LEASE, *, create_tables: bool | None = None
+    ) -> None:
         self.db = db
         self.lease = lease
+        self._tables = RequiredTables(db, inbox.name, create=create_tables)
 
-    async def create_table(self) -> None:
-        """Create the inbox table if missing (apps that do not run `ustun migrate`)."""
-        async with self.db.engine.begin() as conn:
-            await conn.run_sync(inbox.create, checkfirst=True)
+    async def prepare(self) -> None:
+        """Create the table or raise `TablesMissing` with the command to run."""
+        await self._tables.ensure()
 
     async def claim(self, webhook_id: str, event_type: str) -> bool:
         now = clock.now()

@@ -11,6 +11,7 @@ A verified, new event is recorded in the inbox and answered `204` at once; its h
 the background, retried with backoff on failure (never pushed back on the sender). A duplicate
 `webhook-id` is answered `200` without running anything. A repeated `webhook-*` header is
 refused (`400`), and a body over `MAX_BODY` is refused (`413`) without reading past the limit.
+The inbox is prepared (its table checked or created) once, before the first delivery is claimed.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class WebhookReceiver:
         self.backoff = backoff
         self._handlers: list[tuple[tuple[str, ...], Handler]] = []
         self._running: set[asyncio.Task[None]] = set()
+        self._prepared = False
 
     def on(self, *event_types: str) -> Callable[[Handler], Handler]:
         """Register a handler for these types (`payment.*` and `*` allowed)."""
@@ -101,6 +103,9 @@ class WebhookReceiver:
             )
         webhook_id, event = delivery.id, delivery.event
         event_type = str(event.get("type", ""))
+        if not self._prepared:
+            await self.inbox.prepare()
+            self._prepared = True
         if not await self.inbox.claim(webhook_id, event_type):
             return JSONResponse({"duplicate": True}, status_code=200)
         task = asyncio.create_task(self._handle(webhook_id, event_type, event))

@@ -4,7 +4,8 @@ It seals webhook signing secrets, and stored idempotent responses that carry one
 
 The master key comes from `USTUN_SECRET_KEY`. With SQLite and no key set, one is generated
 once into `<database file>.key` (mode 0600) beside the database; PostgreSQL deployments run on
-many machines that must share the key, so there ustun refuses to start without it.
+many machines that must share the key, so there ustun refuses to start without it. A box may
+also hold the previous key (`USTUN_SECRET_KEY_PREVIOUS`): it still opens, it never seals.
 """
 
 from __future__ import annotations
@@ -32,14 +33,22 @@ class SecretKeyError(UstunError):
     """No usable master key: missing on PostgreSQL, or a ciphertext that does not open."""
 
 
-class SecretBox:
-    """Seal and open secrets; `context` (e.g. the endpoint id) is bound as associated data."""
+def _aead(master_key: str) -> AESGCM:
+    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
+        master_key.encode()
+    )
+    return AESGCM(derived)
 
-    def __init__(self, master_key: str) -> None:
-        derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
-            master_key.encode()
-        )
-        self._aead = AESGCM(derived)
+
+class SecretBox:
+    """Seal and open secrets; `context` (e.g. the endpoint id) is bound as associated data.
+
+    It seals under `master_key` and opens under it or, during a key rotation, under `previous`.
+    """
+
+    def __init__(self, master_key: str, *, previous: str | None = None) -> None:
+        self._aead = _aead(master_key)
+        self._openers = (self._aead,) if previous is None else (self._aead, _aead(previous))
 
     def seal_bytes(self, plaintext: bytes, *, context: str) -> bytes:
         """Encrypt `plaintext` under a fresh nonce; the result is `nonce || ciphertext || tag`."""
@@ -47,16 +56,16 @@ class SecretBox:
         return nonce + self._aead.encrypt(nonce, plaintext, context.encode())
 
     def open_bytes(self, sealed: bytes, *, context: str) -> bytes:
-        """Decrypt what `seal_bytes` made for the same `context`."""
-        try:
-            return self._aead.decrypt(
-                sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:], context.encode()
-            )
-        except InvalidTag:
-            raise SecretKeyError(
-                "a sealed secret does not decrypt: USTUN_SECRET_KEY differs from the key it "
-                "was sealed with"
-            ) from None
+        """Decrypt what `seal_bytes` made for the same `context`, under either key."""
+        for aead in self._openers:
+            try:
+                return aead.decrypt(sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:], context.encode())
+            except InvalidTag:
+                continue
+        raise SecretKeyError(
+            "a sealed secret does not decrypt: USTUN_SECRET_KEY differs from the key it "
+            "was sealed with"
+        )
 
     def seal(self, plaintext: str, *, context: str) -> str:
         """Encrypt `plaintext`; the result is base64 text for a column."""
@@ -83,6 +92,14 @@ def _read_or_create(path: Path) -> str:
     return key
 
 
+def key_file(database_url: str) -> Path | None:
+    """Where the key is generated when `USTUN_SECRET_KEY` is unset: beside a SQLite file only."""
+    url = make_url(database_url)
+    if not url.drivername.startswith("sqlite") or url.database in (None, "", ":memory:"):
+        return None
+    return Path(url.database + KEY_FILE_SUFFIX)
+
+
 def master_key(secret_key: str | None, database_url: str) -> str:
     """The configured key, or the generated one beside a SQLite file; refuse on PostgreSQL."""
     if secret_key:
@@ -95,6 +112,13 @@ def master_key(secret_key: str | None, database_url: str) -> str:
             "string of at least 32 characters everywhere (e.g. `python -c 'import secrets; "
             "print(secrets.token_urlsafe(32))'`)."
         )
-    if not url.database or url.database == ":memory:":
+    path = key_file(database_url)
+    if path is None:
         return secrets.token_urlsafe(32)
-    return _read_or_create(Path(url.database + KEY_FILE_SUFFIX))
+    try:
+        return _read_or_create(path)
+    except OSError as exc:
+        raise SecretKeyError(
+            f"cannot create the key file {path} ({exc.strerror}): set USTUN_SECRET_KEY, or "
+            "put the database where ustun may write"
+        ) from None

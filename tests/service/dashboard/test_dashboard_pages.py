@@ -84,6 +84,14 @@ async def test_static_files_are_served_locally(browser: httpx.AsyncClient) -> No
     assert "https://" not in page
 
 
+async def test_the_favicon_is_served_from_the_package(browser: httpx.AsyncClient) -> None:
+    icon = await browser.get("/favicon.ico")
+    assert icon.status_code == 200
+    assert icon.headers["content-type"] == "image/x-icon"
+    assert icon.content.startswith(b"\x00\x00\x01\x00")  # an ICO header
+    assert '<link rel="icon" href="/favicon.ico">' in (await browser.get("/dashboard/login")).text
+
+
 async def test_each_account_sees_only_its_own_figures(app: FastAPI, api_key: str) -> None:
     other_key = await create_key(app.state.db, f"other-{uuid.uuid4().hex[:8]}")
     transport = httpx.ASGITransport(app=app)

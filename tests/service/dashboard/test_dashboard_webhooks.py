@@ -39,6 +39,21 @@ async def test_create_an_endpoint_and_see_its_secret_once(
     assert "whsec_" not in detail.text
 
 
+async def test_the_deliveries_filter_offers_the_accounts_endpoints(
+    browser: httpx.AsyncClient, api_key: str
+) -> None:
+    csrf = await log_in(browser, api_key)
+    first, _ = await create_endpoint(browser, csrf, "https://example.com/first")
+    second, _ = await create_endpoint(browser, csrf, "https://example.com/second")
+    page = (await browser.get("/dashboard/deliveries")).text
+    assert '<select name="endpoint_id">' in page
+    assert f'<option value="{first}">https://example.com/first ({first})</option>' in page
+    assert f'<option value="{second}">https://example.com/second ({second})</option>' in page
+    chosen = (await browser.get("/dashboard/deliveries", params={"endpoint_id": second})).text
+    assert f'<option value="{second}" selected>' in chosen
+    assert f'<option value="{first}">' in chosen
+
+
 async def test_a_bad_url_is_explained_on_the_page(browser: httpx.AsyncClient, api_key: str) -> None:
     csrf = await log_in(browser, api_key)
     refused = await browser.post(

@@ -11,16 +11,18 @@ from ustun.service.dashboard.web import (
     HERE,
     LoginRequired,
     SecurityHeadersMiddleware,
+    favicon,
     on_login_required,
 )
 
 
 def install(app: FastAPI, secret_key: str | None) -> None:
-    """Add the dashboard's pages, static files (vendored, works offline) and CSP to `app`."""
+    """Add the dashboard's pages, static files (vendored, works offline), icon and CSP to `app`."""
     app.state.dashboard_sessions = SessionCodec(derive_key(secret_key))
     app.add_exception_handler(LoginRequired, on_login_required)
     app.include_router(pages.router)
     app.include_router(webhooks.router)
     app.include_router(jobs.router)
+    app.add_api_route("/favicon.ico", favicon, include_in_schema=False)
     app.mount("/dashboard/static", StaticFiles(directory=HERE / "static"), name="dashboard-static")
     app.add_middleware(SecurityHeadersMiddleware)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -18,6 +18,7 @@ from ustun.service.accounts import Account
 from ustun.service.dashboard.session import CSRF_FIELD, Session, SessionCodec, session_account
 
 HERE = Path(__file__).parent
+FAVICON = HERE / "static" / "favicon.ico"
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["rfc3339"] = rfc3339
 # The dashboard's sections, in navigation order.
@@ -113,6 +114,13 @@ def page(request: Request, template: str, who: Viewer | None, **context: Any) ->
         request,
         template,
         {"account": who.account if who else None, "csrf": csrf, **context},
+    )
+
+
+async def favicon() -> Response:
+    """The icon browsers fetch from `/favicon.ico` on their own, served from the package."""
+    return FileResponse(
+        FAVICON, media_type="image/x-icon", headers={"cache-control": "max-age=86400"}
     )
 
 

@@ -22,7 +22,7 @@ from ustun.service import webhook_deliveries as deliveries_api
 from ustun.service import webhook_endpoints as endpoints_api
 from ustun.service import webhook_events as events_api
 from ustun.service.dashboard.web import LoggedIn, Posting, Viewer, page, see_other
-from ustun.service.deps import DEFAULT_PAGE
+from ustun.service.deps import DEFAULT_PAGE, MAX_PAGE
 from ustun.webhooks.states import Status
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -278,10 +278,12 @@ async def deliveries(
     status: Filter = None,
     cursor: Cursor = None,
 ) -> Response:
-    """The account's deliveries, filtered by endpoint and status."""
+    """The account's deliveries, filtered by endpoint (chosen from a list) and status."""
+    db = _db(request)
+    choices = await endpoints_api.list_endpoints(who.account, db, MAX_PAGE, None)
     listing = await deliveries_api.list_deliveries(
         who.account,
-        _db(request),
+        db,
         DEFAULT_PAGE,
         cursor,
         endpoint_id=endpoint_id or None,
@@ -293,6 +295,7 @@ async def deliveries(
         who,
         nav="deliveries",
         deliveries=listing,
+        endpoints=choices["data"],
         statuses=[s.value for s in Status],
         status=status or "",
         endpoint_id=endpoint_id or "",

@@ -24,3 +24,21 @@ document.addEventListener("DOMContentLoaded", () => {
   source.addEventListener("status", show);
   source.addEventListener("progress", show);
 });
+
+// A <button data-copy="#id"> copies that element's text (a one-time secret). The clipboard API
+// needs a secure context (https, localhost); elsewhere select the text and use the copy command.
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest("button[data-copy]");
+  if (!button) return;
+  const source = document.querySelector(button.dataset.copy);
+  try {
+    await navigator.clipboard.writeText(source.textContent.trim());
+  } catch {
+    const range = document.createRange();
+    range.selectNodeContents(source);
+    window.getSelection().removeAllRanges();
+    window.getSelection().addRange(range);
+    document.execCommand("copy");
+  }
+  button.textContent = "Copied";
+});

@@ -1,0 +1,128 @@
+"""The secret key against what is stored under it: the startup check, and `ustun rotate-key`.
+
+Sealed at rest: every webhook endpoint's signing secrets, and the stored body of an idempotent
+response marked `no-store` (see `ustun.idempotency.sealing`). A process whose key opens none of
+them would start and then fail every delivery, so startup opens every endpoint secret first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ustun.idempotency.records import StoredResponse
+from ustun.idempotency.sealing import NO_STORE, context, forbids_storing
+from ustun.idempotency.tables import idempotency_records
+from ustun.settings import Settings
+from ustun.store import Database
+from ustun.webhooks.secretbox import SecretBox, SecretKeyError, key_file
+from ustun.webhooks.tables import endpoints
+
+
+@dataclass(frozen=True, slots=True)
+class Resealed:
+    """What `reseal` re-encrypted."""
+
+    endpoint_secrets: int
+    responses: int
+
+
+def key_mismatch(settings: Settings) -> SecretKeyError:
+    """The error for stored secrets the configured key(s) cannot open: where the key came from."""
+    generated = key_file(settings.database_url)
+    if settings.secret_key is None:
+        source = f"the key generated in {generated}" if generated else "the generated key"
+        fix = "set USTUN_SECRET_KEY to the key they were sealed with"
+    else:
+        source = "USTUN_SECRET_KEY"
+        old = (
+            f" (the contents of {generated})"
+            if generated is not None and generated.exists()
+            else ""
+        )
+        fix = (
+            f"to change keys, set USTUN_SECRET_KEY_PREVIOUS to the old key{old} "
+            "and run `ustun rotate-key`"
+        )
+    if settings.secret_key_previous is not None:
+        source += " (nor USTUN_SECRET_KEY_PREVIOUS)"
+    return SecretKeyError(
+        f"{source} does not open the webhook secrets stored in the database: they were sealed "
+        f"under another key.\n{fix[0].upper()}{fix[1:]}."
+    )
+
+
+async def check(db: Database, box: SecretBox, settings: Settings) -> None:
+    """Raise `key_mismatch` unless `box` opens every stored endpoint secret."""
+    async with db.read() as conn:
+        rows = (
+            await conn.execute(
+                select(endpoints.c.id, endpoints.c.secret, endpoints.c.previous_secret)
+            )
+        ).all()
+    try:
+        for row in rows:
+            for sealed in filter(None, (row.secret, row.previous_secret)):
+                box.open(sealed, context=row.id)
+    except SecretKeyError:
+        raise key_mismatch(settings) from None
+
+
+async def reseal(db: Database, box: SecretBox, settings: Settings) -> Resealed:
+    """Re-encrypt every sealed value under the box's current key, in one transaction.
+
+    Rows are locked as they are read, so a secret rotated meanwhile is not overwritten.
+    """
+    try:
+        async with db.unit_of_work() as uow:
+            return Resealed(
+                await _reseal_endpoints(uow.conn, box), await _reseal_responses(uow.conn, box)
+            )
+    except SecretKeyError:
+        raise key_mismatch(settings) from None
+
+
+async def _reseal_endpoints(conn: AsyncConnection, box: SecretBox) -> int:
+    def again(sealed: str, endpoint_id: str) -> str:
+        return box.seal(box.open(sealed, context=endpoint_id), context=endpoint_id)
+
+    rows = (
+        await conn.execute(
+            select(
+                endpoints.c.id, endpoints.c.secret, endpoints.c.previous_secret
+            ).with_for_update()
+        )
+    ).all()
+    for row in rows:
+        previous = row.previous_secret and again(row.previous_secret, row.id)
+        await conn.execute(
+            update(endpoints)
+            .where(endpoints.c.id == row.id)
+            .values(secret=again(row.secret, row.id), previous_secret=previous)
+        )
+    return len(rows)
+
+
+async def _reseal_responses(conn: AsyncConnection, box: SecretBox) -> int:
+    """The stored bodies of `no-store` responses: the only ones kept sealed."""
+    records = idempotency_records.c
+    candidates = (
+        await conn.execute(
+            select(records.scope, records.key, records.headers, records.body)
+            .where(records.body.is_not(None), func.lower(records.headers).contains(NO_STORE))
+            .with_for_update()
+        )
+    ).all()
+    sealed = [
+        row for row in candidates if forbids_storing(StoredResponse.headers_from_json(row.headers))
+    ]
+    for row in sealed:
+        where = context(row.scope, row.key)
+        await conn.execute(
+            update(idempotency_records)
+            .where(records.scope == row.scope, records.key == row.key)
+            .values(body=box.seal_bytes(box.open_bytes(row.body, context=where), context=where))
+        )
+    return len(sealed)
