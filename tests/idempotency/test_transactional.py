@@ -2,11 +2,12 @@
 
 Runs on SQLite and PostgreSQL, with the claim committed on its own first (the DESIGN's
 sequence) and with the record written once, at commit, in the handler's transaction (the
-SQLite default).
+default; on PostgreSQL under an advisory lock held from the first statement).
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -25,6 +26,7 @@ from ustun.idempotency.tables import idempotency_records
 from ustun.service.problems import install
 from ustun.store import Database
 from ustun.store.tables import accounts
+from webhook_support import until
 
 
 @pytest.fixture(params=[True, False], ids=["claim-first", "settle-at-commit"])
@@ -38,8 +40,13 @@ def tenant() -> str:
     return f"tx-{uuid.uuid4().hex}"
 
 
-def build_app(db: Database, tenant: str, claim_first: bool) -> tuple[FastAPI, Counter[str]]:
-    """Handlers that write an `accounts` row named after the request, then answer as told."""
+def build_app(
+    db: Database, tenant: str, claim_first: bool, gate: asyncio.Event | None = None
+) -> tuple[FastAPI, Counter[str]]:
+    """Handlers that write an `accounts` row named after the request, then answer as told.
+
+    `wait` holds its transaction open until `gate` is set.
+    """
     runs: Counter[str] = Counter()
     app = FastAPI()
     install(app)
@@ -55,6 +62,8 @@ def build_app(db: Database, tenant: str, claim_first: bool) -> tuple[FastAPI, Co
                 raise ProblemError("state-conflict", "refused after writing")
             if outcome == "crash":
                 raise RuntimeError("crashed after writing")
+            if outcome == "wait" and gate is not None:
+                await gate.wait()
             if outcome == "steal":  # our claim is taken over while we run
                 await uow.conn.execute(
                     update(idempotency_records)
@@ -180,3 +189,65 @@ async def test_losing_the_race_to_settle_rolls_back_and_answers_with_the_winner(
     assert lost.status_code == 422  # the winner's fingerprint is not ours
     assert lost.json()["type"].endswith("/problems/idempotency-key-reused")
     assert not await written(db, name)
+
+
+async def _started(runs: Counter[str], outcome: str) -> bool:
+    return runs[outcome] >= 1
+
+
+async def test_postgresql_duplicates_get_409_at_once_while_the_first_holds_the_key(
+    pg: Database, tenant: str
+) -> None:
+    """Settling on PostgreSQL holds the key by an advisory lock: no second run, no waiting."""
+    gate = asyncio.Event()
+    app, runs = build_app(pg, tenant, claim_first=False, gate=gate)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        name = uuid.uuid4().hex
+        first = asyncio.create_task(post(http, "wait", name))
+        await until(lambda: _started(runs, "wait"), what="the first request to run")
+        duplicates = await asyncio.wait_for(
+            asyncio.gather(*(post(http, "wait", name) for _ in range(20))), timeout=15
+        )
+        assert {d.status_code for d in duplicates} == {409}
+        assert {d.json()["type"].rsplit("/", 1)[1] for d in duplicates} == {
+            "idempotency-in-progress"
+        }
+        assert {d.headers["retry-after"] for d in duplicates} == {"1"}
+        assert runs["wait"] == 1
+        gate.set()
+        done = await first
+        again = await post(http, "wait", name)
+    assert done.status_code == again.status_code == 201
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.content == done.content
+    assert runs["wait"] == 1
+
+
+async def test_postgresql_a_holder_whose_session_dies_frees_the_key_and_commits_nothing(
+    pg: Database, tenant: str
+) -> None:
+    """The advisory lock and the writes end with the session: the retry runs afresh."""
+    gate = asyncio.Event()
+    app, runs = build_app(pg, tenant, claim_first=False, gate=gate)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        name = uuid.uuid4().hex
+        first = asyncio.create_task(post(http, "wait", name))
+        await until(lambda: _started(runs, "wait"), what="the first request to run")
+        async with pg.autocommit() as conn:
+            killed = await conn.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_locks"
+                " WHERE locktype = 'advisory' AND pid <> pg_backend_pid()"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+        assert killed == 1
+        gate.set()
+        crashed = await first
+        retried = await post(http, "ok", name)
+    assert crashed.status_code == 500
+    assert retried.status_code == 201
+    assert runs["ok"] == 1
+    async with pg.read() as conn:
+        names = (await conn.execute(select(accounts.c.id).where(accounts.c.name == name))).all()
+    assert len(names) == 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -42,6 +42,9 @@ from ustun.http.preconditions import (
     evaluate,
 )
 
+if TYPE_CHECKING:
+    from ustun.store.statements import FastRow
+
 # HTTP-dates have one-second resolution (RFC 9110 §5.6.7).
 _ONE_SECOND = timedelta(seconds=1)
 
@@ -54,7 +57,7 @@ class GuardRejected(UstunError):
         self.current = current
 
 
-def validators(row: Row[Any]) -> Validators:
+def validators(row: Row[Any] | FastRow) -> Validators:
     """The ETag and Last-Modified of a versioned row."""
     return Validators(Version.of(row).etag, row._mapping.get("updated_at"))
 

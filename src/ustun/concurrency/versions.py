@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Row
+
+if TYPE_CHECKING:
+    from ustun.store.statements import FastRow
 
 from ustun.http.etag import EntityTag
 
@@ -50,6 +53,6 @@ class Version:
         return cls(int(match["number"]), match["generation"] or "")
 
     @classmethod
-    def of(cls, row: Row[Any]) -> Version:
+    def of(cls, row: Row[Any] | FastRow) -> Version:
         """The version of a row with a `version` and, optionally, a `generation` column."""
         return cls(row.version, row._mapping.get("generation") or "")

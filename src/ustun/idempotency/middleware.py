@@ -2,9 +2,11 @@
 
 Two modes:
 - **transactional** (a `SqlRecordStore` on the app's own `Database`): the handler's unit of
-  work is held open by the middleware (`Database.hold()`), and the record is completed in that
-  same transaction, fenced by the lease token, just before COMMIT. The effect and the stored
-  response commit together or not at all.
+  work is held open by the middleware (`Database.hold()`), and the record is written in that
+  same transaction just before COMMIT: fenced by the lease token of a claim committed first, or
+  settled by an upsert that only takes a free key (on PostgreSQL held meanwhile by an advisory
+  lock taken as the transaction's first statement). The effect and the stored response commit
+  together or not at all.
 - **plain** (any store, e.g. Redis): the handler commits on its own; the response is stored
   afterwards. A crash between the two can re-execute on retry: use transactional mode when the
   business data is in the same database.
@@ -19,7 +21,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeGuard
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -48,6 +50,7 @@ REPLAYED_HEADER = "idempotent-replayed"
 # limiting), so a corrected retry may use the same key.
 UNSTORED_STATUSES = frozenset({400, 412, 415, 422, 428, 429})
 IN_PROGRESS_RETRY_AFTER = 1.0
+_STILL_RUNNING = "A request with this Idempotency-Key is still being processed."
 _HEADER = HEADER.encode()
 
 
@@ -63,6 +66,10 @@ class LeaseLost(Exception):
 
 class _Discard(Exception):
     """Roll the handler's writes back: it refused (4xx) or failed (5xx)."""
+
+
+class _Busy(Exception):
+    """Another transaction holds the key (PostgreSQL's advisory lock): answer 409 at once."""
 
 
 class _Taken(Exception):
@@ -179,13 +186,16 @@ class IdempotencyMiddleware:
         self.sql = store if transactional and isinstance(store, SqlRecordStore) else None
         # Transactional mode either claims first, in a transaction of its own (so concurrent
         # duplicates see the claim and get 409), or writes the record once, at commit, in the
-        # handler's transaction ("settle"). On SQLite, where write transactions are serialised
-        # anyway, settling saves a whole write transaction per request. A retry of a settled key
-        # is answered from a read of the record, so the handler does not run again; only
-        # duplicates racing the first request run it, and their transaction finds the record
-        # at commit, rolls back, and the stored answer is sent: the effect still happens once.
+        # handler's transaction ("settle"), which saves a whole write transaction per request.
+        # A retry of a settled key is answered from a read of the record, so the handler does
+        # not run again. On PostgreSQL the handler's transaction first takes the key's advisory
+        # lock with that read, so a concurrent duplicate gets 409 at once, as after a claim; a
+        # crash rolls back and frees the key with the session. On SQLite, whose writers queue
+        # anyway, only duplicates racing the first request run the handler; their transaction
+        # finds the record at commit, rolls back, and the stored answer is sent: the effect
+        # still happens once.
         if claim_first is None:
-            claim_first = self.sql is None or not self.sql.db.is_sqlite
+            claim_first = self.sql is None
         self.claim_first = claim_first
         self.prefix = prefix
         self.methods = frozenset(m.upper() for m in methods)
@@ -296,13 +306,11 @@ class IdempotencyMiddleware:
     ) -> None:
         claim = None
         if not self.claim_first:
-            settled = await sql.read(req.scope, req.key)
-            # A claim whose lease ran out belongs to a dead request: settling takes it over.
-            if settled is not None and (
-                settled.state is State.COMPLETED or settled.locked_until > clock.now()
-            ):
-                await self._answer_found(settled, req, scope, send)
-                return
+            if not sql.can_lock:
+                settled = await sql.read(req.scope, req.key)
+                if _live(settled):
+                    await self._answer_found(settled, req, scope, send)
+                    return
         else:
             first = await sql.claim(
                 req.scope, req.key, req.fingerprint, lease=self.lease, ttl=self.ttl
@@ -316,6 +324,14 @@ class IdempotencyMiddleware:
             # The handler's own unit of work joins the held one; it commits at the end of this
             # block, with the record completed in it, or not at all.
             async with sql.db.hold() as held:
+                if claim is None and sql.can_lock:
+                    held_key, found = await sql.lock_in(
+                        (await held.begin()).conn, req.scope, req.key
+                    )
+                    if not held_key:
+                        raise _Busy
+                    if _live(found):
+                        raise _Taken(found)
                 await self.app(scope, req.receive, capture.send)
                 if capture.status >= 400 or not self._storable(capture.status):
                     raise _Discard
@@ -328,14 +344,15 @@ class IdempotencyMiddleware:
                 await self._answer_found(taken, req, scope, send)
                 return
         except LeaseLost:
-            _count("in-progress")
-            await self._problem(
+            await self._in_progress(
                 scope,
                 send,
-                "idempotency-in-progress",
                 "Another request took this Idempotency-Key over; nothing was applied by this one.",
-                headers={"retry-after": format_retry_after(IN_PROGRESS_RETRY_AFTER)},
+                IN_PROGRESS_RETRY_AFTER,
             )
+            return
+        except _Busy:
+            await self._in_progress(scope, send, _STILL_RUNNING, IN_PROGRESS_RETRY_AFTER)
             return
         except _Taken as taken:
             await self._answer_found(taken.record, req, scope, send)
@@ -433,16 +450,9 @@ class IdempotencyMiddleware:
                 "This Idempotency-Key was used for a different request (method, path or body).",
             )
         elif record.state is State.IN_PROGRESS or record.response is None:
-            _count("in-progress")
             wait = (record.locked_until - clock.now()) / timedelta(seconds=1)
-            await self._problem(
-                scope,
-                send,
-                "idempotency-in-progress",
-                "A request with this Idempotency-Key is still being processed.",
-                headers={
-                    "retry-after": format_retry_after(max(0.0, min(wait, IN_PROGRESS_RETRY_AFTER)))
-                },
+            await self._in_progress(
+                scope, send, _STILL_RUNNING, max(0.0, min(wait, IN_PROGRESS_RETRY_AFTER))
             )
         elif (body := self._opened(record.response, req)) is None:
             _count("replayed")
@@ -464,6 +474,17 @@ class IdempotencyMiddleware:
         else:
             _count("replayed")
             await _replay(record.response, body, send)
+
+    async def _in_progress(self, scope: Scope, send: Send, detail: str, wait: float) -> None:
+        """409 `idempotency-in-progress`, retry after `wait` seconds."""
+        _count("in-progress")
+        await self._problem(
+            scope,
+            send,
+            "idempotency-in-progress",
+            detail,
+            headers={"retry-after": format_retry_after(wait)},
+        )
 
     async def _problem(
         self,
@@ -489,6 +510,16 @@ class IdempotencyMiddleware:
         raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
         await send({"type": "http.response.start", "status": document["status"], "headers": raw})
         await send({"type": "http.response.body", "body": body})
+
+
+def _live(record: Record | None) -> TypeGuard[Record]:
+    """Whether `record` answers the key: completed, or claimed by a request whose lease runs.
+
+    A claim whose lease ran out belongs to a dead request: settling takes it over.
+    """
+    return record is not None and (
+        record.state is State.COMPLETED or record.locked_until > clock.now()
+    )
 
 
 def _count(outcome: str) -> None:

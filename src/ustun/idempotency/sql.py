@@ -10,7 +10,18 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Executable, Row, Table, and_, bindparam, delete, or_, select, update
+from sqlalchemy import (
+    Boolean,
+    Executable,
+    Table,
+    and_,
+    bindparam,
+    delete,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -27,11 +38,12 @@ from ustun.idempotency.records import (
 from ustun.idempotency.tables import idempotency_records as records
 from ustun.store import Database
 from ustun.store.migrate import RequiredTables
+from ustun.store.statements import FastRow, Statement
 
 _CLAIM_ATTEMPTS = 3
 
 
-def _record(row: Row[Any, Any, Any, Any, Any, Any]) -> Record:
+def _record(row: FastRow) -> Record:
     response = None
     if row.status is not None:
         headers = StoredResponse.headers_from_json(row.headers or "[]")
@@ -55,6 +67,66 @@ def _upsert_statement(insert: Callable[[Table], Any]) -> Executable:
     return upsert
 
 
+_UPSERT = Statement(
+    _upsert_statement(postgresql.insert),
+    per_dialect={"sqlite": _upsert_statement(sqlite.insert)},
+)
+_READ = Statement(
+    select(
+        records.c.fingerprint,
+        records.c.state,
+        records.c.locked_until,
+        records.c.status,
+        records.c.headers,
+        records.c.body,
+    ).where(
+        records.c.scope == bindparam("scope"),
+        records.c.key == bindparam("key"),
+        records.c.expires_at > bindparam("now", type_=records.c.expires_at.type),
+    )
+)
+_COMPLETE = Statement(
+    update(records)
+    .where(
+        records.c.scope == bindparam("scope"),
+        records.c.key == bindparam("key"),
+        records.c.lease_token == bindparam("lease_token"),
+    )
+    .values(
+        state=State.COMPLETED.value,
+        status=bindparam("status", type_=records.c.status.type),
+        headers=bindparam("headers", type_=records.c.headers.type),
+        body=bindparam("body", type_=records.c.body.type),
+        expires_at=bindparam("expires_at", type_=records.c.expires_at.type),
+    )
+)
+
+# PostgreSQL: take the key's transaction-scoped advisory lock (held until COMMIT/ROLLBACK, or
+# until the session dies) and read its live record, in one statement. A 64-bit hash of the
+# length-prefixed scope and key names the lock: two keys sharing it would only wait on each other.
+_LOCK_AND_READ = Statement(
+    text(
+        """SELECT pg_try_advisory_xact_lock(hashtextextended(
+             length(CAST(:scope AS text)) || ':' || CAST(:scope AS text) || CAST(:key AS text), 0
+           )) AS locked,
+           r.fingerprint, r.state, r.locked_until, r.status, r.headers, r.body
+           FROM (SELECT 1) AS one
+           LEFT JOIN idempotency_records AS r
+             ON r.scope = :scope AND r.key = :key AND r.expires_at > :now"""
+    )
+    .bindparams(bindparam("now", type_=records.c.expires_at.type))
+    .columns(
+        locked=Boolean,
+        fingerprint=records.c.fingerprint.type,
+        state=records.c.state.type,
+        locked_until=records.c.locked_until.type,
+        status=records.c.status.type,
+        headers=records.c.headers.type,
+        body=records.c.body.type,
+    )
+)
+
+
 class SqlRecordStore:
     """Records in the `idempotency_records` table of `db`.
 
@@ -64,9 +136,19 @@ class SqlRecordStore:
     def __init__(self, db: Database, *, create_tables: bool | None = None) -> None:
         self.db = db
         self._tables = RequiredTables(db, records.name, create=create_tables)
-        self._upsert_statement = _upsert_statement(
-            sqlite.insert if db.is_sqlite else postgresql.insert
-        )
+        # PostgreSQL can hold a key for the length of a transaction (see `lock_in`).
+        self.can_lock = not db.is_sqlite
+
+    async def lock_in(
+        self, conn: AsyncConnection, scope: str, key: str
+    ) -> tuple[bool, Record | None]:
+        """Hold the key until the caller's transaction ends (PostgreSQL), and read its record.
+
+        Returns whether the key is now held, and its live record if any. While held, no other
+        transaction can hold it; a crash releases it with the rolled-back transaction.
+        """
+        [row] = await _LOCK_AND_READ.rows(conn, {"scope": scope, "key": key, "now": clock.now()})
+        return bool(row.locked), _record(row) if row.state is not None else None
 
     async def prepare(self) -> None:
         """Create the table or raise `TablesMissing` with the command to run (once, at startup)."""
@@ -155,10 +237,8 @@ class SqlRecordStore:
             "now": now,
             **values,
         }
-        # No RETURNING: the row count says whether the insert or the takeover happened, and
-        # skipping the fetch saves a round trip to the driver's thread on SQLite.
-        result = await conn.execute(self._upsert_statement, row)
-        return bool(result.rowcount == 1)
+        # No RETURNING: the row count says whether the insert or the takeover happened.
+        return await _UPSERT.count(conn, row) == 1
 
     async def read(self, scope: str, key: str) -> Record | None:
         """The live record of a key, if any (an expired one counts as absent)."""
@@ -167,23 +247,8 @@ class SqlRecordStore:
         return found
 
     async def _read(self, conn: AsyncConnection, scope: str, key: str) -> Record | None:
-        row = (
-            await conn.execute(
-                select(
-                    records.c.fingerprint,
-                    records.c.state,
-                    records.c.locked_until,
-                    records.c.status,
-                    records.c.headers,
-                    records.c.body,
-                ).where(
-                    records.c.scope == scope,
-                    records.c.key == key,
-                    records.c.expires_at > clock.now(),
-                )
-            )
-        ).first()
-        return _record(row) if row is not None else None
+        rows = await _READ.rows(conn, {"scope": scope, "key": key, "now": clock.now()}, begin=False)
+        return _record(rows[0]) if rows else None
 
     async def complete(
         self, scope: str, key: str, lease_token: str, response: StoredResponse, *, ttl: float
@@ -203,22 +268,19 @@ class SqlRecordStore:
         ttl: float,
     ) -> bool:
         """Store the response in the caller's transaction; False when the lease was lost."""
-        result = await conn.execute(
-            update(records)
-            .where(
-                records.c.scope == scope,
-                records.c.key == key,
-                records.c.lease_token == lease_token,
-            )
-            .values(
-                state=State.COMPLETED.value,
-                status=response.status,
-                headers=response.headers_json(),
-                body=response.body,
-                expires_at=clock.now() + timedelta(seconds=ttl),
-            )
+        changed = await _COMPLETE.count(
+            conn,
+            {
+                "scope": scope,
+                "key": key,
+                "lease_token": lease_token,
+                "status": response.status,
+                "headers": response.headers_json(),
+                "body": response.body,
+                "expires_at": clock.now() + timedelta(seconds=ttl),
+            },
         )
-        return result.rowcount == 1
+        return changed == 1
 
     async def release(self, scope: str, key: str, lease_token: str) -> None:
         """Delete the claim if it is still ours."""

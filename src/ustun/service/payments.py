@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
-from sqlalchemy import ColumnElement, Row, insert, select
+from sqlalchemy import ColumnElement, Row, bindparam, insert, select
 
 from ustun import clock, ids
 from ustun.clock import rfc3339
@@ -27,6 +27,7 @@ from ustun.service.money import Amount, Currency
 from ustun.service.pagination import page
 from ustun.service.tables import payments
 from ustun.service.text import Text
+from ustun.store.statements import FastRow, Statement
 from ustun.webhooks.outbox import emit
 
 router = APIRouter(prefix="/v1/payments", tags=["payments"])
@@ -36,7 +37,20 @@ def _url(payment_id: str) -> str:
     return f"/v1/payments/{payment_id}"
 
 
-def render(row: Row[Any]) -> dict[str, Any]:
+# The two statements of the hot requests, compiled once (see `ustun.store.statements`).
+_INSERT = Statement(
+    insert(payments)
+    .values({c.name: bindparam(c.name, type_=c.type) for c in payments.c})
+    .returning(*payments.c)
+)
+_GET = Statement(
+    select(payments).where(
+        payments.c.account_id == bindparam("account_id"), payments.c.id == bindparam("id")
+    )
+)
+
+
+def render(row: Row[Any] | FastRow) -> dict[str, Any]:
     """The public JSON shape of a payment row."""
     return {
         "id": row.id,
@@ -84,21 +98,16 @@ async def create_payment(body: PaymentCreate, account: CurrentAccount, db: DB) -
     """Create a pending payment; retries with the same Idempotency-Key replay this answer."""
     now = clock.now()
     async with db.unit_of_work() as uow:
-        row = (
-            await uow.conn.execute(
-                insert(payments)
-                .values(
-                    id=ids.new_id("pay"),
-                    account_id=account.id,
-                    **body.model_dump(),
-                    status="pending",
-                    version=1,
-                    created_at=now,
-                    updated_at=now,
-                )
-                .returning(*payments.c)
-            )
-        ).one()
+        values = {
+            "id": ids.new_id("pay"),
+            "account_id": account.id,
+            **body.model_dump(),
+            "status": "pending",
+            "version": 1,
+            "created_at": now,
+            "updated_at": now,
+        }
+        [row] = await _INSERT.rows(uow.conn, values)
         await emit(uow, account.id, "payment.created", render(row), object_url=_url(row.id))
     return representation(
         render(row), validators(row), status=201, headers={"location": _url(row.id)}
@@ -127,12 +136,10 @@ async def get_payment(
 ) -> Response:
     """One payment with its ETag; 304 when If-None-Match matches."""
     async with db.read() as conn:
-        row = (
-            await conn.execute(select(payments).where(*_payment_key(account, payment_id)))
-        ).first()
-    if row is None:
+        rows = await _GET.rows(conn, {"account_id": account.id, "id": payment_id}, begin=False)
+    if not rows:
         raise NotFoundError(f"No payment {payment_id!r} in this account.")
-    return conditional_get(request, pre, validators(row), render(row))
+    return conditional_get(request, pre, validators(rows[0]), render(rows[0]))
 
 
 # Its body (read by hand) is documented by `ustun.service.openapi.ROUTE_NOTES`.

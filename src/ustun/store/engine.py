@@ -20,10 +20,15 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from ustun.store.autocommit import AutocommitPool
-from ustun.store.uow import Held, UnitOfWork, current_hold, current_unit_of_work
+from ustun.store.uow import (
+    WRITE_OPTION,
+    Held,
+    UnitOfWork,
+    current_hold,
+    current_unit_of_work,
+)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-_WRITE = "ustun_write"
 
 
 def async_url(url: str) -> str:
@@ -128,7 +133,7 @@ class Database:
                 yield uow
             return
         async with self._write_lock, self.engine.connect() as conn:
-            await conn.execution_options(**{_WRITE: True})
+            await conn.execution_options(**{WRITE_OPTION: True})
             async with UnitOfWork.run(conn, ambient=ambient) as uow:
                 yield uow
 
@@ -163,5 +168,7 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
-        write = conn.get_execution_options().get(_WRITE, False)
+        if conn.connection.driver_connection.in_transaction:
+            return  # begun on the driver (`uow.sqlite_connection`)
+        write = conn.get_execution_options().get(WRITE_OPTION, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

@@ -22,6 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 log = logging.getLogger(__name__)
 
 Hook = Callable[[], Awaitable[None]]
+# The execution option of a SQLite connection whose transactions write (`BEGIN IMMEDIATE`).
+WRITE_OPTION = "ustun_write"
 # Called with `alone`: nothing else was executed in the transaction and no other such hook runs.
 LastHook = Callable[[bool], Awaitable[None]]
 
@@ -160,6 +162,25 @@ def _adapted(conn: AsyncConnection) -> Any:
 def _begun(conn: AsyncConnection) -> bool:
     """Whether the database has seen the transaction's BEGIN (asyncpg: at the first statement)."""
     return conn.dialect.driver != "asyncpg" or _adapted(conn)._transaction is not None
+
+
+async def sqlite_connection(conn: AsyncConnection, *, begin: bool = True) -> Any:
+    """The aiosqlite connection under `conn`: one thread hand-off per statement run on it.
+
+    With `begin`, the unit of work's transaction is started first if no statement started it
+    (`BEGIN IMMEDIATE` on a connection with `WRITE_OPTION`, as the engine's begin event does).
+    """
+    driver = _adapted(conn).driver_connection
+    if begin and not conn.in_transaction():
+        # BEGIN in one hand-off on the driver (through SQLAlchemy it takes three); the
+        # engine's begin event sees the transaction open and leaves it be.
+        write = (
+            conn.sync_connection is not None
+            and conn.sync_connection.get_execution_options().get(WRITE_OPTION, False)
+        )
+        await driver.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        await conn.begin()
+    return driver
 
 
 async def asyncpg_connection(conn: AsyncConnection, *, begin: bool = True) -> Any:
