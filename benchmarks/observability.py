@@ -1,11 +1,10 @@
 """What the surfaces cost per request: the metrics/access-log middleware and the URL guard.
 
 Drives the ASGI app directly (no network, no HTTP client) so the middleware's own cost is not
-drowned in transport noise: the same in-process app without `RequestMiddleware`'s `Observer`
-and without `UrlGuardMiddleware`, with them but the access log off, and with both, in
-alternating rounds, on `GET /healthz` (no auth, no database) and an authenticated
-`GET /v1/payments` (SQLite). Access logs are formatted as JSON to /dev/null, so their cost is
-counted.
+drowned in transport noise: the same in-process app without `ObserveMiddleware` and
+`UrlGuardMiddleware`, with them but the access log off, and with both, in alternating rounds,
+on `GET /healthz` (no auth, no database) and an authenticated `GET /v1/payments` (SQLite).
+Access logs are formatted as JSON to /dev/null, so their cost is counted.
 
     .venv/bin/python benchmarks/observability.py --rounds 5 --requests 3000
 """
@@ -26,7 +25,8 @@ from starlette.types import ASGIApp, Message
 from ustun import logs
 from ustun.service import create_app
 from ustun.service.accounts import create_key
-from ustun.service.middleware import RequestMiddleware, UrlGuardMiddleware
+from ustun.service.middleware import UrlGuardMiddleware
+from ustun.service.observe import ObserveMiddleware
 from ustun.settings import Settings
 from ustun.store import Database
 from ustun.store.migrate import upgrade
@@ -79,10 +79,9 @@ async def main(rounds: int, requests: int) -> None:
     key = await create_key(db, "bench")
     observed = create_app(Settings(database_url=url), db=db)
     bare = create_app(Settings(database_url=url), db=db)
-    bare.user_middleware[:] = [m for m in bare.user_middleware if m.cls is not UrlGuardMiddleware]
-    for middleware in bare.user_middleware:
-        if middleware.cls is RequestMiddleware:
-            middleware.kwargs["observer"] = None
+    bare.user_middleware[:] = [
+        m for m in bare.user_middleware if m.cls not in (ObserveMiddleware, UrlGuardMiddleware)
+    ]
     access = logging.getLogger("ustun.access")
     variants = (
         ("without", bare, logging.INFO),

@@ -33,15 +33,16 @@ from ustun.service import (
 from ustun.service.auth_failures import FailureLimiter
 from ustun.service.bodies import json_media_type
 from ustun.service.body_limit import BodyLimitMiddleware
+from ustun.service.caching import CacheControlMiddleware
 from ustun.service.methods import MethodsMiddleware
 from ustun.service.metrics import Metrics
 from ustun.service.middleware import (
     AuthMiddleware,
     KeyCache,
-    RequestMiddleware,
+    RequestIdMiddleware,
     UrlGuardMiddleware,
 )
-from ustun.service.observe import Observer
+from ustun.service.observe import ObserveMiddleware
 from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
 from ustun.settings import Settings
@@ -116,7 +117,7 @@ def create_app(
         sealer=app.state.secret_box,
     )
     app.add_middleware(MethodsMiddleware, routes=app.routes)
-    # Outside idempotency and the methods table: a key belongs to the authenticated account.
+    # Added last, so it runs first: every response, even a 401, carries the request id.
     app.add_middleware(
         AuthMiddleware,
         db=database,
@@ -125,9 +126,10 @@ def create_app(
     )
     app.add_middleware(UrlGuardMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body=settings.max_body)
-    # Outside the rest, so that every response, problems included, carries the request id and
-    # Cache-Control, and every request is counted and logged.
-    app.add_middleware(RequestMiddleware, observer=Observer(observed, app.openapi))
+    # Outside auth and the URL guard, so that their problems carry it too.
+    app.add_middleware(CacheControlMiddleware)
+    app.add_middleware(ObserveMiddleware, metrics=observed, openapi=app.openapi)
+    app.add_middleware(RequestIdMiddleware)
     # Outermost: the client's scheme and address as a trusted proxy saw them, for all the rest.
     if settings.proxies:
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.proxies)

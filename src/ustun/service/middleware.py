@@ -1,4 +1,4 @@
-"""Pure-ASGI middleware of the service: per-request plumbing, unstorable-URL refusal, auth."""
+"""Pure-ASGI middleware of the service: request ids, unstorable-URL refusal, authentication."""
 
 from __future__ import annotations
 
@@ -12,53 +12,34 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ustun import ids, logs
 from ustun.service.accounts import Credential, authenticate, hash_key
 from ustun.service.auth_failures import FailureLimiter
-from ustun.service.caching import API_CACHE_CONTROL
-from ustun.service.observe import Observer
 from ustun.service.problems import problem_response
 from ustun.store import Database
 
 REQUEST_ID_HEADER = "x-request-id"
 
 
-class RequestMiddleware:
-    """The per-request plumbing as ONE layer with one `send` wrapper (not a layer per job).
+class RequestIdMiddleware:
+    """Give every request an id (`req_…`), echoed in `X-Request-Id` and problem `instance`s."""
 
-    - a request id (`req_…`), echoed in `X-Request-Id`, problem `instance`s and log records;
-    - `Cache-Control` on responses under `prefix` that set none (`ustun.service.caching`);
-    - the metrics and access line of every request (`ustun.service.observe`), unless None.
-    """
-
-    def __init__(self, app: ASGIApp, *, observer: Observer | None, prefix: str = "/v1/") -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.observer = observer
-        self.prefix = prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = time.perf_counter()
         request_id = ids.new_id("req")
         scope.setdefault("state", {})["request_id"] = request_id
-        api = scope["path"].startswith(self.prefix)
-        status = 500
 
-        async def send_plumbed(message: Message) -> None:
-            nonlocal status
+        async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
-                status = message["status"]
-                headers = MutableHeaders(scope=message)
-                headers[REQUEST_ID_HEADER] = request_id
-                if api:
-                    headers.setdefault("cache-control", API_CACHE_CONTROL)
+                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = request_id
             await send(message)
 
         token = logs.bind_request_id(request_id)
         try:
-            await self.app(scope, receive, send_plumbed)
+            await self.app(scope, receive, send_with_id)
         finally:
-            if self.observer is not None:
-                self.observer.observe(scope, status, time.perf_counter() - started)
             logs.reset_request_id(token)
 
 
