@@ -225,3 +225,24 @@ async def test_sqlite_rolls_back_a_connection_returned_in_a_transaction(db: Data
         raw = await conn.get_raw_connection()
         assert raw.driver_connection is left_open
         assert not left_open.in_transaction
+
+
+async def test_a_connection_back_from_a_read_writes_in_a_transaction_again(
+    database_url: str,
+) -> None:
+    """The read's autocommit mode ends with the read: a unit of work on the same connection
+    still rolls back as a whole."""
+    db = Database(database_url, pool_size=1)
+    name = f"after-read-{uuid.uuid4().hex[:12]}"
+    try:
+        async with db.read() as conn:
+            await _count_accounts(conn)
+        with pytest.raises(RuntimeError, match="boom"):
+            async with db.unit_of_work() as uow:
+                await uow.conn.execute(
+                    insert(accounts).values(id=f"acct_{name}", name=name, created_at=clock.now())
+                )
+                raise RuntimeError("boom")
+        assert not await _exists(db, name)
+    finally:
+        await db.dispose()
