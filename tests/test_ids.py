@@ -1,3 +1,4 @@
+import os
 import re
 import time
 from datetime import UTC, datetime
@@ -32,3 +33,21 @@ def test_clock_is_utc_aware_and_rfc3339() -> None:
     assert moment.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
     fixed = datetime(2026, 6, 1, 12, 30, 5, 123456, tzinfo=UTC)
     assert clock.rfc3339(fixed) == "2026-06-01T12:30:05.123Z"
+
+
+def test_a_forked_child_makes_ids_of_its_own() -> None:
+    """Parent and child draw different random bits after a fork, even in the same millisecond."""
+    ids.new_id("x")  # the parent has random bits buffered and a last id
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: send its next ids, then leave without running pytest's teardown
+        os.write(write, " ".join(ids.new_id("x") for _ in range(3)).encode())
+        os._exit(0)
+    os.close(write)
+    parent = {ids.new_id("x")[-16:] for _ in range(3)}
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        child = {made[-16:] for made in pipe.read().split()}
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert len(child) == 3
+    assert parent.isdisjoint(child)

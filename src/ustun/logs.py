@@ -15,6 +15,8 @@ from contextvars import ContextVar, Token
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+ACCESS_LOGGER = "ustun.access"  # one line per request, written by `ustun.service.observe`
+
 _request_id: ContextVar[str | None] = ContextVar("ustun_request_id", default=None)
 
 # `ustun_sk_…` API keys, `whsec_…` signing secrets and bearer credentials: never written out.
@@ -73,6 +75,14 @@ class JsonFormatter(logging.Formatter):
         request_id = getattr(record, "request_id", None) or current_request_id()
         if request_id is not None:
             entry["request_id"] = request_id
+        if record.name == ACCESS_LOGGER and not record.exc_info:
+            # One per request, with known extras (the route is a template, never client text):
+            # skip the walk over every attribute of the record.
+            extra = vars(record)
+            entry.update(
+                route=extra["route"], status=extra["status"], duration_ms=extra["duration_ms"]
+            )
+            return json.dumps(entry, ensure_ascii=False)
         for key, value in vars(record).items():
             if key not in _STANDARD and key not in entry:
                 entry[key] = _safe(value)

@@ -1,7 +1,9 @@
 import asyncio
+import uuid
 
 import pytest
-from sqlalchemy import insert, select, text
+from sqlalchemy import func, insert, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock
 from ustun.service.tables import payments
@@ -190,3 +192,57 @@ async def test_sqlite_runs_in_wal_mode_with_foreign_keys(db: Database) -> None:
         assert (await conn.scalar(text("PRAGMA journal_mode"))) == "wal"
         assert (await conn.scalar(text("PRAGMA foreign_keys"))) == 1
         assert (await conn.scalar(text("PRAGMA busy_timeout"))) == 30_000
+
+
+async def _count_accounts(conn: AsyncConnection) -> int:
+    return int(await conn.scalar(select(func.count()).select_from(accounts)) or 0)
+
+
+async def test_read_runs_each_statement_alone_and_a_snapshot_read_sees_one_snapshot(
+    db: Database,
+) -> None:
+    """Without BEGIN each statement sees what committed before it; `snapshot=True` does not."""
+    async with db.read() as conn:
+        before = await _count_accounts(conn)
+        await _insert_account(db, f"alone-{uuid.uuid4().hex[:12]}")
+        assert await _count_accounts(conn) == before + 1
+    async with db.read(snapshot=True) as conn:
+        before = await _count_accounts(conn)
+        await _insert_account(db, f"snapshot-{uuid.uuid4().hex[:12]}")
+        assert await _count_accounts(conn) == before
+
+
+async def test_sqlite_rolls_back_a_connection_returned_in_a_transaction(db: Database) -> None:
+    """The pool skips its rollback on return; a transaction left open is still rolled back."""
+    if not db.is_sqlite:
+        pytest.skip("the SQLite pool's reset on return")
+    async with db.engine.connect() as conn:
+        raw = await conn.get_raw_connection()
+        left_open = raw.driver_connection
+        await left_open.execute("BEGIN")  # behind SQLAlchemy's back: it knows of no transaction
+        assert left_open.in_transaction
+    async with db.engine.connect() as conn:
+        raw = await conn.get_raw_connection()
+        assert raw.driver_connection is left_open
+        assert not left_open.in_transaction
+
+
+async def test_a_connection_back_from_a_read_writes_in_a_transaction_again(
+    database_url: str,
+) -> None:
+    """The read's autocommit mode ends with the read: a unit of work on the same connection
+    still rolls back as a whole."""
+    db = Database(database_url, pool_size=1)
+    name = f"after-read-{uuid.uuid4().hex[:12]}"
+    try:
+        async with db.read() as conn:
+            await _count_accounts(conn)
+        with pytest.raises(RuntimeError, match="boom"):
+            async with db.unit_of_work() as uow:
+                await uow.conn.execute(
+                    insert(accounts).values(id=f"acct_{name}", name=name, created_at=clock.now())
+                )
+                raise RuntimeError("boom")
+        assert not await _exists(db, name)
+    finally:
+        await db.dispose()

@@ -18,7 +18,7 @@ from ustun.http.dates import format_http_date
 from ustun.http.preconditions import Preconditions, Validators
 
 
-def preconditions(request: Request) -> Preconditions:
+async def preconditions(request: Request) -> Preconditions:
     """If-Match, If-None-Match, If-Modified-Since and If-Unmodified-Since, parsed."""
     return Preconditions.from_headers(request.headers.items())
 

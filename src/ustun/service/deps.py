@@ -13,13 +13,13 @@ MAX_PAGE = 100
 DEFAULT_PAGE = 20
 
 
-def current_account(request: Request) -> Account:
+async def current_account(request: Request) -> Account:
     """The account `AuthMiddleware` authenticated for this request."""
     account: Account = request.state.account
     return account
 
 
-def database(request: Request) -> Database:
+async def database(request: Request) -> Database:
     """The process's `Database`."""
     db: Database = request.app.state.db
     return db

@@ -106,7 +106,7 @@ class Metrics:
 
     async def refresh(self, db: Database) -> None:
         """Read the database-backed gauges (queues, jobs) through the registered probes."""
-        async with db.read() as conn:
+        async with db.read(snapshot=True) as conn:
             for queue_probe in self.queue_probes:
                 for stat in await queue_probe(conn):
                     self.queue_depth.labels(stat.queue).set(stat.depth)

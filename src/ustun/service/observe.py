@@ -15,9 +15,10 @@ from typing import Any
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ustun.logs import ACCESS_LOGGER
 from ustun.service.metrics import Metrics
 
-log = logging.getLogger("ustun.access")
+log = logging.getLogger(ACCESS_LOGGER)
 
 UNMATCHED = "<unmatched>"
 

@@ -85,7 +85,7 @@ async def _delivery(conn: Any, account_id: str, delivery_id: str) -> Row[Any]:
 @router.get("/{delivery_id}")
 async def get_delivery(delivery_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
     """One delivery with all its attempts, oldest first."""
-    async with db.read() as conn:
+    async with db.read(snapshot=True) as conn:
         row = await _delivery(conn, account.id, delivery_id)
         tried = await conn.execute(
             select(attempts)

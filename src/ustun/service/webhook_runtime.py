@@ -37,12 +37,12 @@ def dispatcher(db: Database, settings: Settings) -> Dispatcher:
     return Dispatcher(db, secret_box(settings), dispatch_config(settings))
 
 
-def _box(request: Request) -> SecretBox:
+async def _box(request: Request) -> SecretBox:
     box: SecretBox = request.app.state.secret_box
     return box
 
 
-def _settings(request: Request) -> Settings:
+async def _settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 

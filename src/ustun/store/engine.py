@@ -2,8 +2,9 @@
 
 SQLite runs in WAL mode with foreign keys on and a busy timeout; write transactions start with
 `BEGIN IMMEDIATE` (so two writers never deadlock on a lock upgrade) and are serialised within
-the process by an asyncio lock, so they queue without spinning on the busy handler. Reads use
-plain deferred transactions and run concurrently with the writer.
+the process by an asyncio lock, so they queue without spinning on the busy handler. Reads run
+concurrently with the writer: one statement in autocommit mode (its own snapshot, no BEGIN or
+COMMIT), or a deferred transaction when several statements must see one snapshot.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import PoolResetState
 
 from ustun.store.autocommit import AutocommitPool
 from ustun.store.uow import (
@@ -29,6 +31,7 @@ from ustun.store.uow import (
 )
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+_AUTOCOMMIT = "ustun_autocommit"
 
 
 def async_url(url: str) -> str:
@@ -61,9 +64,20 @@ class Database:
         kwargs: dict[str, Any] = {"echo": echo}
         if self.is_sqlite:
             kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+            # `_configure_sqlite` rolls back on return only what is still open.
+            kwargs["pool_reset_on_return"] = None
         else:
             kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False)
         self.engine: AsyncEngine = create_async_engine(self.url, **kwargs)
+        self._reader = self.engine.execution_options(
+            **({_AUTOCOMMIT: True} if self.is_sqlite else {"isolation_level": "AUTOCOMMIT"})
+        )
+        # PostgreSQL's READ COMMITTED takes a new snapshot per statement; SQLite's is one anyway.
+        self._snapshot = (
+            self.engine
+            if self.is_sqlite
+            else self.engine.execution_options(isolation_level="REPEATABLE READ")
+        )
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
         self._autocommit = None if self.is_sqlite else AutocommitPool(self.dsn, pool_size)
         if self.is_sqlite:
@@ -138,13 +152,21 @@ class Database:
                 yield uow
 
     @asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncConnection]:
-        """A read-only transaction; inside a unit of work, its connection (to see its writes)."""
+    async def read(self, *, snapshot: bool = False) -> AsyncIterator[AsyncConnection]:
+        """A connection for reading; inside a unit of work, its connection (to see its writes).
+
+        Each statement runs alone in autocommit mode (no BEGIN/COMMIT round trips); with
+        `snapshot=True` all of them run in one read transaction and so see the same data.
+        """
         ambient = current_unit_of_work()
         if ambient is not None:
             yield ambient.conn
             return
-        async with self.engine.connect() as conn, conn.begin():
+        if snapshot:
+            async with self._snapshot.connect() as conn, conn.begin():
+                yield conn
+            return
+        async with self._reader.connect() as conn:
             yield conn
 
     async def dispose(self) -> None:
@@ -170,5 +192,13 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
     def _on_begin(conn: Any) -> None:
         if conn.connection.driver_connection.in_transaction:
             return  # begun on the driver (`uow.sqlite_connection`)
-        write = conn.get_execution_options().get(WRITE_OPTION, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        options = conn.get_execution_options()
+        if not options.get(_AUTOCOMMIT, False):
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE_OPTION, False) else "BEGIN")
+
+    @event.listens_for(engine.sync_engine, "reset")
+    def _on_reset(dbapi_conn: Any, record: Any, state: PoolResetState) -> None:
+        # A unit of work or read() has ended its transaction already: the pool's usual rollback
+        # on return would only be one more hand-off to aiosqlite's thread.
+        if state.asyncio_safe and record.driver_connection.in_transaction:
+            dbapi_conn.rollback()

@@ -71,7 +71,7 @@ async def logout(request: Request, who: Posting) -> Response:
 async def home(request: Request, who: LoggedIn) -> Response:
     """Overview: counts by status, dead letters and queue lag of the logged-in account."""
     db = request.app.state.db
-    async with db.read() as conn:
+    async with db.read(snapshot=True) as conn:
         figures = await overview(conn, who.account.id)
     dead = await deliveries_api.list_deliveries(
         who.account, db, DEAD_LETTERS_SHOWN, None, status=Status.DEAD
