@@ -107,12 +107,10 @@ class PaymentCreate(BaseModel):
 
 
 @router.post("", status_code=201, openapi_extra=idempotency("required"), response_model=None)
-async def create_payment(body: PaymentCreate, request: Request) -> Response:
-    """Create a pending payment; retries with the same Idempotency-Key replay this answer.
-    A hot route: the account and database come from the request, not from dependencies."""
+async def create_payment(body: PaymentCreate, account: CurrentAccount, db: DB) -> Response:
+    """Create a pending payment; retries with the same Idempotency-Key replay this answer."""
     now = clock.now()
-    account = account_of(request)
-    async with database_of(request).unit_of_work() as uow:
+    async with db.unit_of_work() as uow:
         values = {
             "id": ids.new_id("pay"),
             "account_id": account.id,
