@@ -147,9 +147,8 @@ def _payment_key(account: Account, payment_id: str) -> list[ColumnElement[bool]]
 async def get_payment(payment_id: str, request: Request) -> Response:
     """One payment with its ETag; 304 when If-None-Match matches. A hot route: the account,
     database and preconditions come from the request, not from dependencies."""
-    account_id = account_of(request).id
-    async with database_of(request).read() as conn:
-        rows = await _GET.rows(conn, {"account_id": account_id, "id": payment_id}, begin=False)
+    params = {"account_id": account_of(request).id, "id": payment_id}
+    rows = await _GET.read(database_of(request), params)
     if not rows:
         raise NotFoundError(f"No payment {payment_id!r} in this account.")
     return conditional_get(request, preconditions_of(request), validators(rows[0]), render(rows[0]))
