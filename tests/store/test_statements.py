@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from contextvars import Context
 
 import pytest
 from sqlalchemy import bindparam, insert, select
@@ -53,3 +54,18 @@ async def test_concurrent_driver_writes_each_commit_once(db: Database) -> None:
     async with db.read() as conn:
         found = [await _NAMED.rows(conn, {"name": name}, begin=False) for name in names]
     assert [len(rows) for rows in found] == [1] * 20
+
+
+async def test_a_read_sees_committed_rows_outside_and_its_own_writes_inside(db: Database) -> None:
+    """`Statement.read`: alone (PostgreSQL: on the autocommit pool), committed rows only, types
+    processed; inside a unit of work, its uncommitted writes too."""
+    committed, pending = uuid.uuid4().hex, uuid.uuid4().hex
+    await _add(db, committed)
+    [row] = await _NAMED.read(db, {"name": committed})
+    assert row.created_at.tzinfo is not None
+    async with db.unit_of_work():
+        await _add(db, pending)
+        assert len(await _NAMED.read(db, {"name": pending})) == 1
+        # A task in a fresh context is outside this unit of work: it sees only committed rows.
+        outside = asyncio.create_task(_NAMED.read(db, {"name": pending}), context=Context())
+        assert await outside == []

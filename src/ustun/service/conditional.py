@@ -18,9 +18,14 @@ from ustun.http.dates import format_http_date
 from ustun.http.preconditions import Preconditions, Validators
 
 
-async def preconditions(request: Request) -> Preconditions:
+def preconditions_of(request: Request) -> Preconditions:
     """If-Match, If-None-Match, If-Modified-Since and If-Unmodified-Since, parsed."""
     return Preconditions.from_headers(request.headers.items())
+
+
+async def preconditions(request: Request) -> Preconditions:
+    """`preconditions_of` as a dependency."""
+    return preconditions_of(request)
 
 
 Conditions = Annotated[Preconditions, Depends(preconditions)]

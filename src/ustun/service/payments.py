@@ -21,8 +21,21 @@ from ustun.http.errors import NotFoundError, StateConflictError
 from ustun.idempotency import idempotency
 from ustun.service.accounts import Account
 from ustun.service.bodies import INTEGRAL_FLOAT, read_json
-from ustun.service.conditional import Conditions, conditional_get, representation
-from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
+from ustun.service.conditional import (
+    Conditions,
+    conditional_get,
+    preconditions_of,
+    representation,
+)
+from ustun.service.deps import (
+    DB,
+    DEFAULT_PAGE,
+    CurrentAccount,
+    Cursor,
+    Limit,
+    account_of,
+    database_of,
+)
 from ustun.service.money import Amount, Currency
 from ustun.service.pagination import page
 from ustun.service.tables import payments
@@ -131,15 +144,14 @@ def _payment_key(account: Account, payment_id: str) -> list[ColumnElement[bool]]
 
 @router.head("/{payment_id}", response_model=None, operation_id="head_payment")
 @router.get("/{payment_id}", response_model=None)
-async def get_payment(
-    payment_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
-) -> Response:
-    """One payment with its ETag; 304 when If-None-Match matches."""
-    async with db.read() as conn:
-        rows = await _GET.rows(conn, {"account_id": account.id, "id": payment_id}, begin=False)
+async def get_payment(payment_id: str, request: Request) -> Response:
+    """One payment with its ETag; 304 when If-None-Match matches. A hot route: the account,
+    database and preconditions come from the request, not from dependencies."""
+    params = {"account_id": account_of(request).id, "id": payment_id}
+    rows = await _GET.read(database_of(request), params)
     if not rows:
         raise NotFoundError(f"No payment {payment_id!r} in this account.")
-    return conditional_get(request, pre, validators(rows[0]), render(rows[0]))
+    return conditional_get(request, preconditions_of(request), validators(rows[0]), render(rows[0]))
 
 
 # Its body (read by hand) is documented by `ustun.service.openapi.ROUTE_NOTES`.

@@ -18,7 +18,10 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import Compiled
 
-from ustun.store.uow import asyncpg_connection, sqlite_connection
+from ustun.store.uow import asyncpg_connection, current_unit_of_work, sqlite_connection
+
+if TYPE_CHECKING:
+    from ustun.store.engine import Database
 
 Processor = Callable[[Any], Any] | None
 
@@ -95,15 +98,20 @@ class Statement:
         else:
             driver = await asyncpg_connection(conn, begin=begin or conn.in_transaction())
             raw = await driver.fetch(compiled.sql, *args)
-        make = compiled.row
-        results = compiled.results
-        return [
-            make(
-                value if process is None or value is None else process(value)
-                for value, process in zip(row, results, strict=True)
-            )
-            for row in raw
-        ]
+        return _processed(compiled, raw)
+
+    async def read(self, db: Database, params: Mapping[str, Any]) -> list[FastRow]:
+        """`rows` of a read through `db.read()`; on PostgreSQL outside a unit of work, on the
+        autocommit pool, which skips SQLAlchemy's connection checkout (one statement, its own
+        snapshot, as `db.read()` gives too)."""
+        if db.is_sqlite or current_unit_of_work() is not None:
+            async with db.read() as conn:
+                return await self.rows(conn, params, begin=False)
+        compiled = self._for(db.engine.dialect)
+        args = self._args(compiled, params)
+        async with db.autocommit() as driver:
+            raw = await driver.fetch(compiled.sql, *args)
+        return _processed(compiled, raw)
 
     async def count(self, conn: AsyncConnection, params: Mapping[str, Any]) -> int:
         """Run a write in the connection's transaction (begun if need be); rows it changed."""
@@ -124,6 +132,18 @@ class Statement:
             await (await sqlite_connection(conn, begin=True)).executemany(compiled.sql, args)
         else:
             await (await asyncpg_connection(conn)).executemany(compiled.sql, args)
+
+
+def _processed(compiled: _Compiled, raw: Sequence[Sequence[Any]]) -> list[FastRow]:
+    make = compiled.row
+    results = compiled.results
+    return [
+        make(
+            value if process is None or value is None else process(value)
+            for value, process in zip(row, results, strict=True)
+        )
+        for row in raw
+    ]
 
 
 def _compile(statement: Executable, dialect: Dialect) -> _Compiled:
