@@ -6,7 +6,7 @@ import httpx
 
 from ustun import jobs
 from ustun.service.accounts import account_for_key
-from ustun.service.caching import API_CACHE_CONTROL
+from ustun.service.response_headers import API_CACHE_CONTROL
 from ustun.store import Database
 
 

@@ -34,7 +34,6 @@ from ustun.service import (
 from ustun.service.auth_failures import FailureLimiter
 from ustun.service.bodies import json_media_type
 from ustun.service.body_limit import BodyLimitMiddleware
-from ustun.service.caching import CacheControlMiddleware
 from ustun.service.methods import MethodsMiddleware
 from ustun.service.metrics import Metrics
 from ustun.service.middleware import (
@@ -44,6 +43,7 @@ from ustun.service.middleware import (
     UrlGuardMiddleware,
 )
 from ustun.service.observe import ObserveMiddleware
+from ustun.service.response_headers import API_HEADERS, PrefixHeadersMiddleware
 from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
 from ustun.settings import Settings, reveal
@@ -131,7 +131,7 @@ def create_app(
     app.add_middleware(UrlGuardMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body=settings.max_body)
     # Outside auth and the URL guard, so that their problems carry it too.
-    app.add_middleware(CacheControlMiddleware)
+    app.add_middleware(PrefixHeadersMiddleware, prefix="/v1/", headers=API_HEADERS, overwrite=False)
     app.add_middleware(ObserveMiddleware, metrics=observed, openapi=app.openapi)
     app.add_middleware(RequestIdMiddleware)
     # Outermost: the client's scheme and address as a trusted proxy saw them, for all the rest.

@@ -9,11 +9,12 @@ from ustun.service.dashboard import jobs, pages, webhooks
 from ustun.service.dashboard.session import SessionCodec, derive_key
 from ustun.service.dashboard.web import (
     HERE,
+    SECURITY_HEADERS,
     LoginRequired,
-    SecurityHeadersMiddleware,
     favicon,
     on_login_required,
 )
+from ustun.service.response_headers import PrefixHeadersMiddleware
 
 
 def install(app: FastAPI, secret_key: str | None) -> None:
@@ -25,4 +26,7 @@ def install(app: FastAPI, secret_key: str | None) -> None:
     app.include_router(jobs.router)
     app.add_api_route("/favicon.ico", favicon, include_in_schema=False)
     app.mount("/dashboard/static", StaticFiles(directory=HERE / "static"), name="dashboard-static")
-    app.add_middleware(SecurityHeadersMiddleware)
+    # Errors and redirects too: the pages' own headers never weaken these.
+    app.add_middleware(
+        PrefixHeadersMiddleware, prefix="/dashboard", headers=SECURITY_HEADERS, overwrite=True
+    )

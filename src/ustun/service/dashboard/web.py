@@ -9,8 +9,6 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ustun.clock import rfc3339
 from ustun.http.errors import ProblemError
@@ -36,28 +34,6 @@ SECURITY_HEADERS = {
     "referrer-policy": "same-origin",
     "x-content-type-options": "nosniff",
 }
-
-
-class SecurityHeadersMiddleware:
-    """Add `SECURITY_HEADERS` to every response under `prefix` (errors and redirects too)."""
-
-    def __init__(self, app: ASGIApp, prefix: str = "/dashboard") -> None:
-        self.app = app
-        self.prefix = prefix
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in SECURITY_HEADERS.items():
-                    headers[name] = value
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
 
 
 class LoginRequired(Exception):
