@@ -167,7 +167,7 @@ class IdempotencyMiddleware:
         store: RecordStore,
         *,
         transactional: bool = False,
-        claim_first: bool | None = None,
+        claim_first: bool = False,
         prefix: str = "/",
         methods: Iterable[str] = ("POST", "PATCH"),
         default_policy: Policy = "optional",
@@ -185,17 +185,14 @@ class IdempotencyMiddleware:
         self.store = store
         self.sql = store if transactional and isinstance(store, SqlRecordStore) else None
         # Transactional mode either claims first, in a transaction of its own (so concurrent
-        # duplicates see the claim and get 409), or writes the record once, at commit, in the
-        # handler's transaction ("settle"), which saves a whole write transaction per request.
-        # A retry of a settled key is answered from a read of the record, so the handler does
-        # not run again. On PostgreSQL the handler's transaction first takes the key's advisory
-        # lock with that read, so a concurrent duplicate gets 409 at once, as after a claim; a
-        # crash rolls back and frees the key with the session. On SQLite, whose writers queue
-        # anyway, only duplicates racing the first request run the handler; their transaction
-        # finds the record at commit, rolls back, and the stored answer is sent: the effect
-        # still happens once.
-        if claim_first is None:
-            claim_first = self.sql is None
+        # duplicates see the claim and get 409), or (the default) writes the record once, at commit,
+        # in the handler's transaction ("settle"), which saves a whole write transaction per
+        # request. A retry of a settled key is answered from a read of the record, so the handler
+        # does not run again. On PostgreSQL the handler's transaction first takes the key's advisory
+        # lock with that read, so a concurrent duplicate gets 409 at once, as after a claim; a crash
+        # rolls back and frees the key with the session. On SQLite, whose writers queue anyway, only
+        # duplicates racing the first request run the handler; their transaction finds the record at
+        # commit, rolls back, and the stored answer is sent: the effect still happens once.
         self.claim_first = claim_first
         self.prefix = prefix
         self.methods = frozenset(m.upper() for m in methods)

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, inspect, text
 
 from ustun.http.errors import UstunError
 from ustun.store.engine import Database
+from ustun.store.uow import WRITE_OPTION
 
 SCRIPT_LOCATION = "ustun.store:migrations"
 # Any constant works: it only has to be the same for every ustun process sharing a database.
@@ -58,7 +59,7 @@ async def upgrade(db: Database, revision: str = "head") -> None:
         command.upgrade(_config(conn), revision)
 
     async with db.engine.connect() as conn:
-        await conn.execution_options(ustun_write=True)
+        await conn.execution_options(**{WRITE_OPTION: True})
         async with conn.begin():
             await conn.run_sync(_upgrade)
 
