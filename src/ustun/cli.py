@@ -35,7 +35,7 @@ from ustun.service.accounts import (
 from ustun.service.job_loops import import_job_modules
 from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
-from ustun.settings import Settings
+from ustun.settings import Settings, reveal
 from ustun.store import Database
 from ustun.store.migrate import check_current, upgrade
 from ustun.webhooks.listen import app as listen_app
@@ -258,7 +258,7 @@ def _listen_secret(option: str | None, settings: Settings) -> str:
     elif option:
         text = option
     else:
-        text = settings.listen_secret.get_secret_value() if settings.listen_secret else ""
+        text = reveal(settings.listen_secret) or ""
     if not text:
         raise typer.BadParameter(
             "no signing secret: set USTUN_LISTEN_SECRET, or pipe it in with --secret -",

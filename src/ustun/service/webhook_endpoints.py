@@ -123,13 +123,7 @@ def _check_url(url: str, allow_private: bool) -> None:
 
 
 async def _load(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Row[Any]:
-    row = (
-        await conn.execute(
-            select(endpoints).where(
-                endpoints.c.id == endpoint_id, endpoints.c.account_id == account_id
-            )
-        )
-    ).first()
+    row = (await conn.execute(select(endpoints).where(*_key(account_id, endpoint_id)))).first()
     if row is None:
         raise ProblemError("not-found", f"No webhook endpoint {endpoint_id}.")
     return row
