@@ -221,8 +221,8 @@ _ENDPOINT_LINKS = {
 
 _VALIDATORS = {"ETag": True, "Last-Modified": False}
 _CREATED = {**_VALIDATORS, "Location": True}
-# A job's ETag always; `Retry-After` while it is not finished.
-_JOB_HEADERS = {"ETag": True, "Last-Modified": False, "Retry-After": False}
+# A job's validators; `Retry-After` while it is not finished.
+_JOB_HEADERS = {**_VALIDATORS, "Retry-After": False}
 
 
 def _resource(model: type[BaseModel], links: Mapping[str, Link]) -> Reply:
