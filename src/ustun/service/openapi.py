@@ -221,8 +221,8 @@ _ENDPOINT_LINKS = {
 
 _VALIDATORS = {"ETag": True, "Last-Modified": False}
 _CREATED = {**_VALIDATORS, "Location": True}
-# A job's ETag always; `Retry-After` while it is not finished.
-_JOB_HEADERS = {"ETag": True, "Last-Modified": False, "Retry-After": False}
+# A job's validators; `Retry-After` while it is not finished.
+_JOB_HEADERS = {**_VALIDATORS, "Retry-After": False}
 
 
 def _resource(model: type[BaseModel], links: Mapping[str, Link]) -> Reply:
@@ -631,12 +631,9 @@ def _complete_operation(path: str, method: str, operation: dict[str, Any], extra
             continue
         headers = response.setdefault("headers", {})
         if path.startswith("/v1/"):
-            headers["Cache-Control"] = {**_RESPONSE_HEADERS["Cache-Control"], "required": False}
+            headers.update(_response_headers({"Cache-Control": False}))
         if notes.idempotency and key.startswith("2"):
-            headers["Idempotent-Replayed"] = {
-                **_RESPONSE_HEADERS["Idempotent-Replayed"],
-                "required": False,
-            }
+            headers.update(_response_headers({"Idempotent-Replayed": False}))
         if not headers:
             del response["headers"]
     if path.startswith("/v1/"):

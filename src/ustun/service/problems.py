@@ -135,9 +135,12 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(Exception, _on_unhandled)
 
+    # The catalogue is fixed, so the index page is built once.
+    index = _page("Problem types", *map(_section, CATALOGUE.values()))
+
     @app.get("/problems", response_class=HTMLResponse, include_in_schema=False)
     async def problem_index() -> HTMLResponse:
-        return HTMLResponse(_page("Problem types", *map(_section, CATALOGUE.values())))
+        return HTMLResponse(index)
 
     @app.get("/problems/{slug}", response_class=HTMLResponse, include_in_schema=False)
     async def problem_page(slug: str) -> HTMLResponse:
