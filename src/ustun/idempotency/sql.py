@@ -242,9 +242,8 @@ class SqlRecordStore:
 
     async def read(self, scope: str, key: str) -> Record | None:
         """The live record of a key, if any (an expired one counts as absent)."""
-        async with self.db.read() as conn:
-            found = await self._read(conn, scope, key)
-        return found
+        rows = await _READ.read(self.db, {"scope": scope, "key": key, "now": clock.now()})
+        return _record(rows[0]) if rows else None
 
     async def _read(self, conn: AsyncConnection, scope: str, key: str) -> Record | None:
         rows = await _READ.rows(conn, {"scope": scope, "key": key, "now": clock.now()}, begin=False)
