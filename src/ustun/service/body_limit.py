@@ -7,7 +7,6 @@ so the application never holds more than the limit of it.
 
 from __future__ import annotations
 
-from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -36,7 +35,7 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = Headers(scope=scope).get("content-length", "")
+        length = next((v for k, v in scope["headers"] if k == b"content-length"), b"")
         if length.isdigit() and int(length) > self.max_body:
             await self._refuse(scope, receive, send)
             return
