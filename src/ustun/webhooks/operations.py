@@ -100,7 +100,7 @@ async def update_endpoint(
         values["events"] = json.dumps(values["events"])
     values["updated_at"] = clock.now()
     async with db.unit_of_work() as uow:
-        row, disabled = await for_connection(uow.conn).change_endpoint(
+        row, disabled = await for_database(db).change_endpoint(
             uow, account_id, endpoint_id, pre, values, enabled=enabled, reason=DISABLED_BY_REQUEST
         )
         if disabled:
@@ -113,7 +113,7 @@ async def delete_endpoint(
 ) -> None:
     """Remove the endpoint if `pre` holds; its deliveries go with it, the events stay."""
     async with db.unit_of_work() as uow:
-        await for_connection(uow.conn).delete_endpoint(uow, account_id, endpoint_id, pre)
+        await for_database(db).delete_endpoint(uow, account_id, endpoint_id, pre)
 
 
 async def rotate_secret(
@@ -138,7 +138,7 @@ async def send_test(
         event_id = await emit(
             uow, account_id, PING, {"endpoint_id": endpoint_id}, endpoint_id=endpoint_id
         )
-        return await for_connection(uow.conn).event(uow.conn, event_id)
+        return await for_database(db).event(uow.conn, event_id)
 
 
 async def recover(db: Database, account_id: str, endpoint_id: str, since: datetime) -> int:
@@ -147,7 +147,7 @@ async def recover(db: Database, account_id: str, endpoint_id: str, since: dateti
     since = since if since.tzinfo else since.replace(tzinfo=clock.now().tzinfo)
     async with db.unit_of_work() as uow:
         await _enabled_endpoint(uow.conn, account_id, endpoint_id)
-        recovered = await for_connection(uow.conn).resend_endpoint(
+        recovered = await for_database(db).resend_endpoint(
             uow, endpoint_id, RECOVERABLE, since, clock.now()
         )
         await wake(uow)
@@ -167,7 +167,7 @@ async def read_delivery(
     """One delivery of the account and its attempts, oldest first, as of one moment."""
     async with db.read(snapshot=True) as conn:
         row = await _delivery(conn, account_id, delivery_id)
-        return row, await for_connection(conn).attempts(conn, delivery_id)
+        return row, await for_database(db).attempts(conn, delivery_id)
 
 
 async def retry_delivery(db: Database, account_id: str, delivery_id: str) -> Row[Any]:
