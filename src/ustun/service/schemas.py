@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 
 from ustun.http.problem import MEDIA_TYPE
+from ustun.webhooks.states import StatusValue
 
 PROBLEM_REF = "#/components/schemas/Problem"
 # Extra members may appear in a later version: clients must ignore what they do not know.
@@ -186,7 +187,7 @@ class Delivery(BaseModel):
     object: Literal["delivery"]
     endpoint_id: str
     event_id: str
-    status: Literal["pending", "succeeded", "failed", "dead"]
+    status: StatusValue
     attempt_count: int
     next_attempt_at: Timestamp | None
     created_at: Timestamp
