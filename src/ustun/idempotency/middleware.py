@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ustun import clock, instrumentation
+from ustun.defaults import DEFAULT_IDEMPOTENCY_LEASE, DEFAULT_IDEMPOTENCY_TTL
 from ustun.http.errors import InvalidIdempotencyKey, LeaseLost, UstunError
 from ustun.http.fingerprint import fingerprint
 from ustun.http.idempotency_key import HEADER, parse_idempotency_key
@@ -37,7 +38,6 @@ from ustun.idempotency.records import Claimed, Found, Record, State, StoredRespo
 from ustun.idempotency.sealing import Sealer, context, forbids_storing
 from ustun.idempotency.sql import SqlRecordStore
 from ustun.idempotency.store import RecordStore
-from ustun.settings import DEFAULT_IDEMPOTENCY_LEASE, DEFAULT_IDEMPOTENCY_TTL
 from ustun.store import UnitOfWork
 
 log = logging.getLogger("ustun.idempotency")
