@@ -12,6 +12,7 @@ from ustun.http.backoff import (
     ATTEMPTS,
     FULL_JITTER,
     IDEMPOTENT_METHODS,
+    NO_JITTER,
     RETRY_STATUSES,
     TWENTY_PERCENT_JITTER,
     Backoff,
@@ -50,7 +51,7 @@ def test_full_jitter_spans_the_whole_range(backoff: Backoff, retry: int) -> None
     assert backoff.delay(retry, rand=lambda: 1.0) == backoff.ceiling(retry)
 
 
-jitters = st.sampled_from([FULL_JITTER, TWENTY_PERCENT_JITTER])
+jitters = st.sampled_from([FULL_JITTER, TWENTY_PERCENT_JITTER, NO_JITTER])
 bases = st.floats(0, 1e5, allow_nan=False)
 
 
@@ -75,6 +76,11 @@ def test_the_first_retry_waits_base_itself_jittered(base: float, jitter: Jitter,
 def test_the_client_policy_waits_what_backoff_says(policy: Backoff, retry: int, r: float) -> None:
     expected = backoff(retry, base=policy.base, cap=policy.cap, rand=lambda: r)
     assert policy.delay(retry, rand=lambda: r) == expected
+
+
+@given(st.integers(1, 60), bases)
+def test_without_jitter_the_wait_doubles_from_base(retry: int, base: float) -> None:
+    assert backoff(retry, base=base, jitter=NO_JITTER) == base * 2 ** (retry - 1)
 
 
 def test_twenty_percent_jitter_draws_like_random_uniform() -> None:

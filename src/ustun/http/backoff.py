@@ -1,8 +1,8 @@
 """When to retry and how long to wait first (pure: no clock, no I/O).
 
-`backoff(...)` is ustun's one backoff function: the client, webhook deliveries and jobs all
-wait what it says. For an HTTP request, two questions, answered separately so that each can
-be tested on its own:
+`backoff(...)` is ustun's one backoff function: the client, webhook deliveries, the webhook
+receiver's handler retries and jobs all wait what it says. For an HTTP request, two
+questions, answered separately so that each can be tested on its own:
 
 - `decide(...)`: may this request be sent again after this outcome, and why (or why not)?
   Only methods that are idempotent by definition (RFC 9110 §9.2.2) or requests that carry an
@@ -37,6 +37,8 @@ FULL_JITTER: Jitter = (0.0, 1.0)
 """Uniform in `[0, ceiling]` ("full jitter"): clients that failed together come back apart."""
 TWENTY_PERCENT_JITTER: Jitter = (0.8, 1.2)
 """±20 %: the wait stays close to its schedule (webhook deliveries, job retries)."""
+NO_JITTER: Jitter = (1.0, 1.0)
+"""The ceiling itself: for retries in one process, where no crowd comes back at once."""
 
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
 """RFC 9110 §9.2.2: repeating these has the same effect as sending them once."""

@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
+from ustun.http.backoff import NO_JITTER, backoff
 from ustun.http.errors import RepeatedHeaders, SignatureError
 from ustun.http.problem import MEDIA_TYPE, encode, problem
 from ustun.http.signature import Secret
@@ -132,7 +133,7 @@ class WebhookReceiver:
                     attempt + 1,
                     error,
                 )
-                await asyncio.sleep(self.backoff * 2**attempt)
+                await asyncio.sleep(backoff(attempt + 1, base=self.backoff, jitter=NO_JITTER))
         await self.inbox.failed(webhook_id, error)
 
     async def drain(self) -> None:
