@@ -39,12 +39,9 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ustun.http.problem import Problem
-
-if TYPE_CHECKING:
-    from sqlalchemy import Row
 
 
 class UstunError(Exception):
@@ -127,9 +124,12 @@ class InvalidLastEventId(ProblemError):
 
 
 class GuardRejected(UstunError):
-    """The version matched but the business `guard` did not; `current` is the row as it is."""
+    """The version matched but the business `guard` did not; `current` is the row as it is.
 
-    def __init__(self, current: Row[Any]) -> None:
+    (A SQLAlchemy `Row`, typed `Any`: this layer imports nothing outside `ustun.http`.)
+    """
+
+    def __init__(self, current: Any) -> None:
         super().__init__("the compare-and-set guard refused the change")
         self.current = current
 
