@@ -21,6 +21,7 @@ import uvicorn
 
 from ustun import logs, preflight
 from ustun.clock import rfc3339
+from ustun.defaults import DEFAULT_HOST
 from ustun.http.signature import Secret
 from ustun.service import create_app, secret_keys
 from ustun.service.accounts import (
@@ -283,7 +284,7 @@ def listen(
         ),
     ] = None,
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 9000,
-    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = DEFAULT_HOST,
 ) -> None:
     """Receive webhooks locally: verify each one and print it."""
     settings = _settings()

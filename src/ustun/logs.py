@@ -15,6 +15,8 @@ from contextvars import ContextVar, Token
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from ustun.defaults import DEFAULT_LOG_LEVEL
+
 ACCESS_LOGGER = "ustun.access"  # one line per request, written by `ustun.service.observe`
 
 _request_id: ContextVar[str | None] = ContextVar("ustun_request_id", default=None)
@@ -91,7 +93,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
-def configure(level: str = "info", stream: TextIO | None = None) -> None:
+def configure(level: str = DEFAULT_LOG_LEVEL, stream: TextIO | None = None) -> None:
     """Send every log record of the process to `stream` (stderr) as JSON lines at `level`."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter())

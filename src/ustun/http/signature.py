@@ -17,11 +17,11 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
 from ustun.http.errors import InvalidSignature, MissingHeaders, TimestampOutOfRange
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 - a prefix, not a secret
 SECRET_BYTES = 32
-DEFAULT_TOLERANCE = 300
 VERSION = "v1"
 # More signatures than this in one header is an attack, not a rotation.
 MAX_SIGNATURES = 16
@@ -127,7 +127,7 @@ def verify(
     message_headers: Mapping[str, str],
     body: bytes,
     *,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float = DEFAULT_SIGNATURE_TOLERANCE,
     now: float | None = None,
 ) -> SignedHeaders:
     """Check a message's signature over the raw `body`; raise a `SignatureError` if it fails."""

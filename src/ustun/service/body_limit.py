@@ -11,10 +11,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ustun.http.errors import UstunError
 from ustun.service.problems import problem_response
 
 
-class BodyTooLarge(HTTPException):
+class BodyTooLarge(HTTPException, UstunError):
     """Raised by `receive` past the limit; an HTTPException, so FastAPI's body reading and the
     error handlers pass it on as the 413 (any other error there would become a 400)."""
 

@@ -7,7 +7,7 @@ import importlib
 from collections.abc import Awaitable, Callable
 
 from ustun import jobs
-from ustun.preflight import ConfigError
+from ustun.http.errors import ConfigError
 
 # Imported for what they register: the "report" job kind, and the hook that emits
 # job.completed / job.failed into the webhook outbox.

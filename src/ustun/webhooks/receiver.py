@@ -25,9 +25,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
+from ustun.http.backoff import NO_JITTER, backoff
 from ustun.http.errors import RepeatedHeaders, SignatureError
 from ustun.http.problem import MEDIA_TYPE, encode, problem
-from ustun.http.signature import DEFAULT_TOLERANCE, Secret
+from ustun.http.signature import Secret
 from ustun.webhooks.inbox import Inbox
 from ustun.webhooks.patterns import matches
 from ustun.webhooks.verify import verify_delivery
@@ -48,7 +50,7 @@ class WebhookReceiver:
         secret: Secret | str | Iterable[Secret | str],
         *,
         inbox: Inbox,
-        tolerance: float = DEFAULT_TOLERANCE,
+        tolerance: float = DEFAULT_SIGNATURE_TOLERANCE,
         attempts: int = DEFAULT_ATTEMPTS,
         backoff: float = DEFAULT_BACKOFF,
     ) -> None:
@@ -131,7 +133,7 @@ class WebhookReceiver:
                     attempt + 1,
                     error,
                 )
-                await asyncio.sleep(self.backoff * 2**attempt)
+                await asyncio.sleep(backoff(attempt + 1, base=self.backoff, jitter=NO_JITTER))
         await self.inbox.failed(webhook_id, error)
 
     async def drain(self) -> None:
