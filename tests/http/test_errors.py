@@ -16,6 +16,7 @@ from ustun.http import errors as http_errors
 from ustun.http.errors import UstunError
 from ustun.idempotency import LeaseLost
 
+
 def _exceptions() -> dict[str, type[BaseException]]:
     """Every public exception class defined in a ustun module, by its qualified name."""
     found: dict[str, type[BaseException]] = {}
