@@ -7,7 +7,7 @@ import json
 import math
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
@@ -36,7 +36,11 @@ POLL_AFTER = 1
 SSE_POLL_INTERVAL = 0.25
 SSE_KEEPALIVE = 15.0
 SSE_RETRY_MS = 1000
-Status = Literal["pending", "processing", "done", "failed", "cancelled"]
+if TYPE_CHECKING:
+    Status = jobs.JobStatus
+else:
+    # The `status` filter: the job statuses as a Literal (an inline enum in OpenAPI).
+    Status = Literal[tuple(status.value for status in jobs.JobStatus)]
 
 
 def job_url(job_id: str) -> str:
@@ -68,9 +72,13 @@ async def emit_final(uow: UnitOfWork, job: jobs.Job) -> None:
         await emit(uow, job.account_id, kind, render(job), object_url=job_url(job.id))
 
 
-# It acts only on an account's jobs (others have no subscribers): settling a batch of
-# account-less jobs needs no transaction around its one UPDATE.
-jobs.registry.on_final(emit_final, acts_on=lambda job: job.account_id is not None)
+def register(kinds: jobs.Registry) -> None:
+    """Emit `job.completed` / `job.failed` for the jobs of `kinds`.
+
+    The hook acts only on an account's jobs (others have no subscribers): settling a batch of
+    account-less jobs needs no transaction around its one UPDATE.
+    """
+    kinds.on_final(emit_final, acts_on=lambda job: job.account_id is not None)
 
 
 def validators(job: jobs.Job) -> Validators:
