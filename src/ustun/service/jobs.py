@@ -7,7 +7,7 @@ import json
 import math
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
@@ -27,6 +27,7 @@ from ustun.service.conditional import (
 )
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.pagination import page
+from ustun.service.schemas import JobStatusName
 from ustun.store import UnitOfWork
 from ustun.webhooks.outbox import emit
 
@@ -36,11 +37,6 @@ POLL_AFTER = 1
 SSE_POLL_INTERVAL = 0.25
 SSE_KEEPALIVE = 15.0
 SSE_RETRY_MS = 1000
-if TYPE_CHECKING:
-    Status = jobs.JobStatus
-else:
-    # The `status` filter: the job statuses as a Literal (an inline enum in OpenAPI).
-    Status = Literal[tuple(status.value for status in jobs.JobStatus)]
 
 
 def job_url(job_id: str) -> str:
@@ -116,7 +112,7 @@ async def _owned(db: DB, account: CurrentAccount, job_id: str) -> jobs.Job:
 async def list_jobs(
     account: CurrentAccount,
     db: DB,
-    status: Status | None = None,
+    status: JobStatusName | None = None,
     limit: Limit = DEFAULT_PAGE,
     cursor: Cursor = None,
 ) -> dict[str, Any]:
