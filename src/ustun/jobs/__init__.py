@@ -29,6 +29,7 @@ from ustun.jobs.states import (
     PROCESSING,
     STATUSES,
     JobStatus,
+    JobStatusValue,
 )
 from ustun.jobs.store import FinalHook, JobStore
 from ustun.jobs.sweeper import purge_loop
@@ -47,6 +48,7 @@ __all__ = [
     "JobEvent",
     "JobKind",
     "JobStatus",
+    "JobStatusValue",
     "JobStore",
     "Registry",
     "Result",

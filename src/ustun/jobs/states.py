@@ -9,7 +9,7 @@ pending ──► processing ──► done | failed | cancelled
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final
+from typing import TYPE_CHECKING, Final, Literal
 
 from ustun.http.errors import IllegalTransition
 
@@ -23,6 +23,12 @@ class JobStatus(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
 
+
+if TYPE_CHECKING:
+    JobStatusValue = JobStatus
+else:
+    # Every status as a `Literal` for the API's models: a plain string `enum` in JSON Schema.
+    JobStatusValue = Literal[tuple(status.value for status in JobStatus)]
 
 PENDING: Final = JobStatus.PENDING
 PROCESSING: Final = JobStatus.PROCESSING

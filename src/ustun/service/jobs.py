@@ -27,7 +27,6 @@ from ustun.service.conditional import (
 )
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.pagination import page
-from ustun.service.schemas import JobStatusName
 from ustun.store import UnitOfWork
 from ustun.webhooks.outbox import emit
 
@@ -112,7 +111,7 @@ async def _owned(db: DB, account: CurrentAccount, job_id: str) -> jobs.Job:
 async def list_jobs(
     account: CurrentAccount,
     db: DB,
-    status: JobStatusName | None = None,
+    status: jobs.JobStatusValue | None = None,
     limit: Limit = DEFAULT_PAGE,
     cursor: Cursor = None,
 ) -> dict[str, Any]:

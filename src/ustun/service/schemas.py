@@ -8,22 +8,17 @@ the service sends against them (`tests/e2e/test_schemathesis.py`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 
 from ustun.http.problem import MEDIA_TYPE
-from ustun.jobs.states import JobStatus
+from ustun.jobs.states import JobStatusValue
 
 PROBLEM_REF = "#/components/schemas/Problem"
 # Extra members may appear in a later version: clients must ignore what they do not know.
 _OPEN = ConfigDict(extra="allow")
 
-if TYPE_CHECKING:
-    JobStatusName = JobStatus
-else:
-    # The job statuses as a Literal (an inline enum in OpenAPI), from the jobs' transition table.
-    JobStatusName = Literal[tuple(status.value for status in JobStatus)]
 Timestamp = Annotated[datetime, Field(description="RFC 3339, UTC.")]
 Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="ISO 4217 code.")]
 MinorUnits = Annotated[int, Field(description="Integer, in minor units of `currency`.")]
@@ -103,7 +98,7 @@ class Job(BaseModel):
     id: str = _id("job")
     object: Literal["job"]
     kind: str
-    status: JobStatusName
+    status: JobStatusValue
     progress: int = Field(ge=0, le=100)
     created_at: Timestamp
     started_at: Timestamp | None

@@ -17,7 +17,6 @@ from ustun.http.errors import NotFoundError, ProblemError
 from ustun.service import jobs as jobs_api
 from ustun.service.dashboard.web import LoggedIn, Posting, Viewer, page, see_other
 from ustun.service.deps import DEFAULT_PAGE
-from ustun.service.schemas import JobStatusName
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 
@@ -30,7 +29,7 @@ async def job_list(
     request: Request, who: LoggedIn, status: Filter = None, cursor: Cursor = None
 ) -> Response:
     """The account's jobs, newest first, optionally of one status."""
-    chosen = cast(JobStatusName, status) if status in jobs.STATUSES else None
+    chosen = cast(jobs.JobStatusValue, status) if status in jobs.STATUSES else None
     listing = await jobs_api.list_jobs(
         who.account, request.app.state.db, chosen, DEFAULT_PAGE, cursor
     )
