@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 
 from ustun.http.problem import MEDIA_TYPE
+from ustun.jobs.states import JobStatusValue
 from ustun.webhooks.states import StatusValue
 
 PROBLEM_REF = "#/components/schemas/Problem"
@@ -98,7 +99,7 @@ class Job(BaseModel):
     id: str = _id("job")
     object: Literal["job"]
     kind: str
-    status: Literal["pending", "processing", "done", "failed", "cancelled"]
+    status: JobStatusValue
     progress: int = Field(ge=0, le=100)
     created_at: Timestamp
     started_at: Timestamp | None
