@@ -15,7 +15,10 @@ from ustun.defaults import (
     DEFAULT_HOST,
     DEFAULT_IDEMPOTENCY_LEASE,
     DEFAULT_IDEMPOTENCY_TTL,
+    DEFAULT_JOB_LEASE,
+    DEFAULT_JOB_POLL_INTERVAL,
     DEFAULT_JOB_RETENTION,
+    DEFAULT_JOB_RETRY_BASE,
     DEFAULT_LOG_LEVEL,
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_ENDPOINTS,
@@ -26,13 +29,6 @@ from ustun.defaults import (
     DEFAULT_WEBHOOK_RETRY_SCHEDULE,
     DEFAULT_WEBHOOK_TIMEOUT,
 )
-
-# Re-exported for jobs/runner.py and jobs/queue.py only, until they import `ustun.defaults`
-# (issue 18's jobs rewrite); then these four go.
-from ustun.defaults import DEFAULT_JOB_LEASE as DEFAULT_JOB_LEASE
-from ustun.defaults import DEFAULT_JOB_MAX_ATTEMPTS as DEFAULT_JOB_MAX_ATTEMPTS
-from ustun.defaults import DEFAULT_JOB_POLL_INTERVAL as DEFAULT_JOB_POLL_INTERVAL
-from ustun.defaults import DEFAULT_JOB_RETRY_BASE as DEFAULT_JOB_RETRY_BASE
 from ustun.store.engine import async_url
 
 MIN_SECRET_KEY_LENGTH = 32

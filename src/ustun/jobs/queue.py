@@ -12,11 +12,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ustun import clock, ids
+from ustun.defaults import DEFAULT_JOB_MAX_ATTEMPTS
 from ustun.jobs import states, wakeup
 from ustun.jobs.adapters import store_for
 from ustun.jobs.records import Job, JobEvent, Result
 from ustun.jobs.registry import Registry, registry
-from ustun.settings import DEFAULT_JOB_MAX_ATTEMPTS
 from ustun.store import Database
 
 

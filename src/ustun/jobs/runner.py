@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from dataclasses import dataclass, field
 
 from ustun import ids
-from ustun.http.backoff import Backoff
+from ustun.defaults import DEFAULT_JOB_LEASE, DEFAULT_JOB_POLL_INTERVAL, DEFAULT_JOB_RETRY_BASE
+from ustun.http.backoff import TWENTY_PERCENT_JITTER, backoff
 from ustun.http.errors import JobCancelled, LeaseLost, ProblemError
 from ustun.http.problem import problem
 from ustun.jobs import states, wakeup
@@ -27,27 +27,20 @@ from ustun.jobs.context import JobContext
 from ustun.jobs.records import Job
 from ustun.jobs.registry import JobKind, Registry, registry
 from ustun.jobs.store import JobListener, Outcome
-from ustun.settings import (
-    DEFAULT_JOB_LEASE,
-    DEFAULT_JOB_POLL_INTERVAL,
-    DEFAULT_JOB_RETRY_BASE,
-)
 from ustun.store import Database
 
 log = logging.getLogger("ustun.jobs")
 
 RETRY_CAP = 3_600.0
-RETRY_JITTER = 0.2
 SHUTDOWN_GRACE = 10.0
 SETTLE_BATCH = 200
 CLAIM_GATHER = 0.02
 
 
 def retry_delay(attempt: int, base: float, cap: float = RETRY_CAP) -> float:
-    """Exponential backoff with ±20 % jitter: base·2^(attempt-1), capped (the ceiling of
-    `http.backoff.Backoff`; jobs jitter around it rather than below it)."""
-    delay = Backoff(base=base, cap=cap).ceiling(attempt)
-    return delay * random.uniform(1 - RETRY_JITTER, 1 + RETRY_JITTER)
+    """Exponential backoff with ±20 % jitter: base·2^(attempt-1), capped (jobs jitter around
+    the delay rather than below it, as webhook retries do)."""
+    return backoff(attempt, base=base, cap=cap, jitter=TWENTY_PERCENT_JITTER)
 
 
 @dataclass
