@@ -19,7 +19,6 @@ from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import aiohttp
 
@@ -35,7 +34,7 @@ from ustun.webhooks.schedule import RETRY_AFTER_STATUSES, retry_delay
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.states import Change, transition
 from ustun.webhooks.store import Attempt, Claim, Settlement
-from ustun.webhooks.wakeup import CHANNEL, doorbell
+from ustun.webhooks.wakeup import doorbell
 
 log = logging.getLogger("ustun.webhooks")
 
@@ -134,23 +133,18 @@ class Dispatcher:
 
     @contextlib.asynccontextmanager
     async def _listening(self) -> AsyncIterator[None]:
-        """LISTEN on PostgreSQL so a commit anywhere wakes this dispatcher at once."""
-        if self.db.is_sqlite:
+        """Listen (PostgreSQL) so a commit in any process wakes this dispatcher at once."""
+        listener = self.store.listener(self.db, self._wake.set)
+        if listener is None:
             yield
             return
-        async with self.db.engine.connect() as conn:
-            raw: Any = (await conn.get_raw_connection()).driver_connection
-            assert raw is not None
-
-            def notified(*_: object) -> None:
-                self._wake.set()
-
-            await raw.add_listener(CHANNEL, notified)
-            try:
-                yield
-            finally:
-                with contextlib.suppress(Exception):
-                    await raw.remove_listener(CHANNEL, notified)
+        stopping = asyncio.Event()
+        listening = asyncio.create_task(listener.run(stopping))
+        try:
+            yield
+        finally:
+            stopping.set()
+            await listening
 
     async def _sleep(self) -> None:
         timeout = self.config.poll_interval

@@ -12,7 +12,7 @@ lease is fenced off by the token (`settle` only touches rows still holding it).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.http.preconditions import Preconditions
 from ustun.store import Database, UnitOfWork
+from ustun.store.listen import Listener
 from ustun.webhooks.states import Status
 
 # One claim takes up to this many rounds of an endpoint's `max_in_flight`, so the claim's cost
@@ -88,6 +89,10 @@ class WebhookStore(Protocol):
 
     async def notify(self, uow: UnitOfWork) -> None:
         """Have dispatchers in other processes woken once `uow` commits (no-op where none can)."""
+        ...
+
+    def listener(self, db: Database, notified: Callable[[], None]) -> Listener | None:
+        """What calls `notified` when another process's `notify` commits (None where none can)."""
         ...
 
     # The dispatcher.

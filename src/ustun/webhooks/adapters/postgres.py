@@ -8,12 +8,13 @@ they change). Outcomes are settled in two statements over arrays, whatever the b
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
 from sqlalchemy import text
 
 from ustun.store import Database, UnitOfWork
+from ustun.store.listen import Listener
 from ustun.store.statements import Statement
 from ustun.store.uow import asyncpg_connection
 from ustun.webhooks.adapters.common import INSERT_EVENT, SCAN_FACTOR, SqlStore, emit_statement
@@ -106,6 +107,10 @@ class PostgresStore(SqlStore):
     async def notify(self, uow: UnitOfWork) -> None:
         """NOTIFY every listening dispatcher; PostgreSQL delivers it only if `uow` commits."""
         await _NOTIFY.count(uow.conn, {"channel": CHANNEL})
+
+    def listener(self, db: Database, notified: Callable[[], None]) -> Listener:
+        """A LISTEN on the webhooks channel, reconnecting after a lost connection."""
+        return Listener(db.dsn, CHANNEL, notified)
 
     async def claim(
         self,

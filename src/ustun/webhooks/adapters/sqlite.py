@@ -6,7 +6,7 @@ reads what sending needs in the same transaction.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
 from sqlalchemy import (
@@ -56,6 +56,9 @@ class SqliteStore(SqlStore):
 
     async def notify(self, uow: UnitOfWork) -> None:
         """Nothing: SQLite has no other process to notify (the in-process doorbell does it)."""
+
+    def listener(self, db: Database, notified: Callable[[], None]) -> None:
+        """None: other processes are heard of by polling."""
 
     async def claim(
         self,
