@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,55 @@ def test_a_layer_imports_only_what_it_may(layer: str, allowed: tuple[str, ...]) 
 
 def test_the_defaults_import_nothing_so_that_every_layer_may_import_them() -> None:
     assert _imports(PACKAGE / "defaults.py") <= {"__future__"}
+
+
+# The reference service's stack: `ustun[server]` only, never needed by the library.
+SERVICE_ONLY = (
+    "fastapi",
+    "uvicorn",
+    "typer",
+    "rich",
+    "prometheus_client",
+    "jinja2",
+    "itsdangerous",
+    "yaml",
+    "multipart",
+    "fpdf",
+    "pydantic",
+    "pydantic_settings",
+    "redis",
+)
+LIBRARY = (
+    "ustun.idempotency",
+    "ustun.concurrency",
+    "ustun.jobs",
+    "ustun.store.migrate",
+    "ustun.webhooks.outbox",
+    "ustun.webhooks.dispatcher",
+    "ustun.webhooks.receiver",
+)
+
+
+@pytest.mark.parametrize("module", LIBRARY)
+def test_the_library_runs_without_the_service_stack(module: str) -> None:
+    """`ustun[middleware]` is enough: importing a pillar with the service's packages missing."""
+    code = (
+        "import importlib.abc, sys\n"
+        "class Missing(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        f"        if name.split('.')[0] in {SERVICE_ONLY!r}:\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Missing())\n"
+        f"import {module}\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+
+
+def test_the_middleware_extra_leaves_out_the_service_stack() -> None:
+    import tomllib
+
+    pyproject = tomllib.loads((PACKAGE.parents[1] / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"]
+    names = {re.split(r"[\[<>=]", spec)[0].replace("-", "_") for spec in extras["middleware"]}
+    assert names.isdisjoint({"fastapi", "uvicorn", "typer", "rich", "prometheus_client", "fpdf2"})
