@@ -21,7 +21,7 @@ import signal
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ RATE_LIMIT = 20
 # stamps, which the receivers take on this test's busy event loop.
 RATE_TOLERANCE = 3
 SLOW = 0.2  # seconds the slow receiver takes to answer
-CAPPED_ANSWER = 0.1  # the capped receiver answers after this, so its requests overlap
+CAPPED_ANSWER = 0.2  # the capped receiver answers after this, so its requests overlap
 # Kill a worker once this share of all deliveries has arrived.
 KILL_AFTER = 0.25
 ENV = {
@@ -112,9 +112,9 @@ async def _endpoint(http: httpx.AsyncClient, receiver: Receiver, **options: Any)
     )
 
 
-async def _create_payments(servers: list[httpx.AsyncClient], run: Run) -> None:
-    """PAYMENTS payments, CLIENTS at a time, each client alternating between the servers."""
-    numbers = iter(range(PAYMENTS))
+async def _create_payments(servers: list[httpx.AsyncClient], run: Run, wanted: range) -> None:
+    """A payment for each of `wanted`, CLIENTS at a time, each client alternating servers."""
+    numbers = iter(wanted)
 
     async def client(n: int) -> None:
         for i in numbers:
@@ -155,10 +155,11 @@ async def _settled(http: httpx.AsyncClient) -> bool:
 
 
 async def _scenario(
-    servers: list[httpx.AsyncClient], workers: list[UstunProcess], run: Run
+    servers: list[httpx.AsyncClient], start_workers: Callable[[], list[UstunProcess]], run: Run
 ) -> None:
-    """Endpoints, then payments through both servers while a worker is killed; wait until every
-    receiver has every event and the database has nothing left to send."""
+    """Endpoints; half the payments, so that every worker starts with a backlog to share; the
+    other half while the workers run and one is killed. Then wait until every receiver has
+    every event and the database has nothing left to send."""
     run.receivers = {"slow": Receiver(), "capped": Receiver(), "rated": Receiver()}
     run.receivers |= {f"normal-{n}": Receiver() for n in range(NORMAL_ENDPOINTS)}
     fifo = Receiver()
@@ -176,7 +177,10 @@ async def _scenario(
     if answer.status_code == 201:
         run.receivers["fifo"] = fifo
 
-    creating = asyncio.create_task(_create_payments(servers, run))
+    half = PAYMENTS // 2
+    await _create_payments(servers, run, range(half))
+    workers = start_workers()
+    creating = asyncio.create_task(_create_payments(servers, run, range(half, PAYMENTS)))
     expected = PAYMENTS * len(run.receivers)
 
     async def busy() -> bool:
@@ -244,10 +248,15 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         second = Server(url, tmp / "serve-2.log", "--no-worker", "--no-migrate", **ENV).start()
         processes.append(second)
         env = {"USTUN_DATABASE_URL": url, **ENV}
-        workers = [
-            UstunProcess(["worker"], env, tmp / f"worker-{n}.log").start() for n in range(WORKERS)
-        ]
-        processes.extend(workers)
+
+        def start_workers() -> list[UstunProcess]:
+            workers = [
+                UstunProcess(["worker"], env, tmp / f"worker-{n}.log").start()
+                for n in range(WORKERS)
+            ]
+            processes.extend(workers)
+            return workers
+
         record = Run()
 
         async def scenario() -> None:
@@ -256,7 +265,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
                 httpx.AsyncClient(base_url=first.base_url, headers=auth, timeout=30) as one,
                 httpx.AsyncClient(base_url=second.base_url, headers=auth, timeout=30) as two,
             ):
-                await _scenario([one, two], workers, record)
+                await _scenario([one, two], start_workers, record)
 
         asyncio.run(scenario())
         yield record
