@@ -35,7 +35,7 @@ from backlog import SECRET_KEY, add_endpoints, insert_backlog, new_account
 from jobs import backend_cpu
 from ustun.store import Database
 from ustun.webhooks.outbox import emit
-from webhooks import drop_pg, free_port, pg_database, run_loop, wait_up
+from webhooks import drop_pg, free_port, pg_database, wait_up
 
 HEALTHY = 49
 WORKERS = 2
@@ -212,7 +212,7 @@ def main() -> None:
         f" saturated, {WORKERS} workers; drain {args.events} events, steady {args.rate:.0f}"
         f" events/s for {args.seconds:.0f} s ({HEALTHY} healthy deliveries per event)"
     )
-    without, with_backlog = run_loop(run(args.backlog, args.events, args.rate, args.seconds))
+    without, with_backlog = asyncio.run(run(args.backlog, args.events, args.rate, args.seconds))
     rows = [
         ("drain deliveries/s", "{:,.0f}", "drain_rate"),
         ("drain PostgreSQL CPU µs/delivery", "{:,.0f}", "drain_cpu_us"),
