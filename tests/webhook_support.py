@@ -36,6 +36,8 @@ class Received:
     headers: dict[str, str]
     body: bytes
     at: float
+    # The TCP port the request came from: which process sent it.
+    peer_port: int
 
 
 @dataclass
@@ -60,7 +62,10 @@ class Receiver:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        self.received.append(Received(request.path, dict(request.headers), body, time.monotonic()))
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        port = peer[1] if peer else 0
+        got = Received(request.path, dict(request.headers), body, time.monotonic(), port)
+        self.received.append(got)
         replies = self.script.get(request.path, [])
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
