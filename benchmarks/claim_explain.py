@@ -21,8 +21,9 @@ import asyncpg
 from backlog import add_endpoints, insert_backlog, new_account
 from ustun import clock
 from ustun.store import Database
-from ustun.webhooks.claims import _PG_CLAIM as CLAIM  # the statement measured; repoint here
-from ustun.webhooks.claims import CUSTOM_PLANS, SCAN_FACTOR
+from ustun.webhooks.adapters.common import SCAN_FACTOR
+from ustun.webhooks.adapters.postgres import _CLAIM as CLAIM  # the statement measured; repoint here
+from ustun.webhooks.adapters.postgres import CUSTOM_PLANS
 from webhooks import drop_pg, pg_database
 
 BATCH = 256  # the dispatcher's default batch (`dispatcher.DEFAULT_BATCH`)
