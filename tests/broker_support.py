@@ -87,13 +87,29 @@ async def drain_queue(queue_name: str, url: str = RABBITMQ_URL) -> list[aio_pika
         return got
 
 
-async def queue_depth(queue_name: str, url: str = RABBITMQ_URL) -> int:
-    connection = await aio_pika.connect(url)
-    async with connection:
-        channel = await connection.channel()
-        declared = await channel.declare_queue(queue_name, passive=True)
-        count: int = declared.declaration_result.message_count or 0
-        return count
+async def queue_messages(queue_name: str) -> int:
+    """Messages in the queue, ready or delivered and not yet acknowledged (`rabbitmqctl`)."""
+    listing = await asyncio.create_subprocess_exec(
+        *("rabbitmqctl", "-q", "list_queues", "--no-table-headers", "name", "messages"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    out, _ = await listing.communicate()
+    for line in out.decode().splitlines():
+        name, _, count = line.partition("\t")
+        if name == queue_name:
+            return int(count)
+    raise AssertionError(f"no queue {queue_name}")
+
+
+async def consumer_settled(stream: str, durable: str, url: str = NATS_URL) -> bool:
+    """Whether a JetStream consumer has nothing left to deliver and nothing unacknowledged."""
+    client = await nats.connect(url)
+    try:
+        info = await client.jetstream().consumer_info(stream, durable)
+        return info.num_pending == 0 and info.num_ack_pending == 0
+    finally:
+        await client.close()
 
 
 @contextlib.asynccontextmanager
@@ -190,6 +206,12 @@ class Proxy:
     async def start(self) -> Proxy:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
         return self
+
+    async def __aenter__(self) -> Proxy:
+        return await self.start()
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.cut()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1

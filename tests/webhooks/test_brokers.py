@@ -147,13 +147,16 @@ async def test_loopback_brokers_are_refused_unless_private_addresses_are_allowed
 
 async def test_no_confirm_in_time_is_a_timeout() -> None:
     """A broker that accepts the connection and never answers: the publish gives up in time."""
-    silent = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    accepted: list[asyncio.StreamWriter] = []
+    silent = await asyncio.start_server(lambda _, writer: accepted.append(writer), "127.0.0.1", 0)
     port = silent.sockets[0].getsockname()[1]
     sent = event(SECRET)
     async with silent, Brokers(timeout=0.5, allow_private=True) as brokers:
         got = await brokers.publish(
             Destination(NATS, f"nats://127.0.0.1:{port}", "x"), *sent.args()
         )
+        for writer in accepted:
+            writer.close()
     assert not got.ok
     assert got.error == TIMED_OUT
     assert got.kind == "timeout"
@@ -163,8 +166,11 @@ async def test_no_confirm_in_time_is_a_timeout() -> None:
 async def test_one_connection_per_url_reused_and_reopened_after_the_broker_drops_it() -> None:
     """RabbitMQ behind a proxy: cutting the proxy looks, to the transport, like a broker that
     went down; the shared RabbitMQ others use keeps running."""
-    proxy = await Proxy(5672).start()
-    async with rabbitmq_exchange() as exchange, Brokers(timeout=3, allow_private=True) as brokers:
+    async with (
+        Proxy(5672) as proxy,
+        rabbitmq_exchange() as exchange,
+        Brokers(timeout=3, allow_private=True) as brokers,
+    ):
         destination = Destination(RABBITMQ, proxy.url(), exchange.name)
         events = [event(SECRET) for _ in range(9)]
 

@@ -11,6 +11,7 @@ which the SSRF rules never vetted. A lost connection is reopened by the pool on 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import ssl
 from collections.abc import Mapping
@@ -60,15 +61,21 @@ class JetStreamPublisher:
     @classmethod
     async def open(cls, url: str, seconds: float) -> JetStreamPublisher:
         """Connect within `seconds` (also the PubAck wait); `BrokerUnavailable` on failure."""
-        import nats
+        from nats.aio.client import Client
         from nats.errors import Error
 
+        client = Client()
         try:
-            client = await nats.connect(**nats_options(url, seconds))  # type: ignore[arg-type]
-        except (Error, OSError, TimeoutError) as exc:
-            raise BrokerUnavailable(
-                f"cannot connect to NATS: {type(exc).__name__}: {exc}"
-            ) from None
+            await client.connect(**nats_options(url, seconds))  # type: ignore[arg-type]
+        except BaseException as exc:
+            # A connect cut short (error, timeout, cancellation) leaves its socket open.
+            with contextlib.suppress(Exception):
+                await client.close()
+            if isinstance(exc, Error | OSError | TimeoutError):
+                raise BrokerUnavailable(
+                    f"cannot connect to NATS: {type(exc).__name__}: {exc}"
+                ) from None
+            raise
         return cls(client, client.jetstream(timeout=seconds))
 
     @property
