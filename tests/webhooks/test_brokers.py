@@ -222,3 +222,15 @@ async def test_nats_stopped_mid_run_then_restarted_loses_nothing(tmp_path: Path)
         await server.stop()
     ids = [m["headers"]["Nats-Msg-Id"] for m in stored]  # type: ignore[index]
     assert ids == [e.id for e in events]
+
+
+async def test_a_message_over_the_servers_limit_is_a_permanent_refusal() -> None:
+    sent = event(SECRET)
+    too_big = b" " * (2 * 1024 * 1024) + sent.body  # NATS takes 1 MiB by default
+    async with nats_stream() as (_, subject), Brokers(timeout=5, allow_private=True) as brokers:
+        got = await brokers.publish(
+            Destination(NATS, NATS_URL, subject), sent.type, sent.id, too_big, sent.headers
+        )
+    assert not got.ok
+    assert got.permanent
+    assert "over the server's limit" in (got.error or "")

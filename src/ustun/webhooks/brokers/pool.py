@@ -152,8 +152,10 @@ class Brokers:
 
     async def close(self) -> None:
         """Close every connection (call on shutdown)."""
-        for task in list(self._opening.values()):
+        opening = list(self._opening.values())
+        for task in opening:
             task.cancel()
+        await asyncio.gather(*opening, return_exceptions=True)
         publishers, self._publishers = list(self._publishers.values()), {}
         await asyncio.gather(*(_close_quietly(p) for p in publishers), *self._closing)
 
