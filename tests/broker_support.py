@@ -59,13 +59,19 @@ class Exchange:
 
 
 @contextlib.asynccontextmanager
-async def rabbitmq_exchange(url: str = RABBITMQ_URL) -> AsyncIterator[Exchange]:
+async def rabbitmq_exchange(
+    url: str = RABBITMQ_URL, max_length: int | None = None
+) -> AsyncIterator[Exchange]:
+    """`max_length`: a queue that refuses (nacks) what would exceed it."""
     connection = await aio_pika.connect(url)
     async with connection:
         channel = await connection.channel()
         name, queue_name = unique("ustun-test-x"), unique("ustun-test-q")
         exchange = await channel.declare_exchange(name, aio_pika.ExchangeType.TOPIC, durable=True)
-        queue = await channel.declare_queue(queue_name, durable=True)
+        limit = {"x-max-length": max_length, "x-overflow": "reject-publish"}
+        queue = await channel.declare_queue(
+            queue_name, durable=True, arguments=None if max_length is None else limit
+        )
         await queue.bind(exchange, "#")
         try:
             yield Exchange(name, queue_name)

@@ -234,3 +234,21 @@ async def test_a_message_over_the_servers_limit_is_a_permanent_refusal() -> None
     assert not got.ok
     assert got.permanent
     assert "over the server's limit" in (got.error or "")
+
+
+async def test_a_nack_is_a_retryable_refusal() -> None:
+    """A queue full under `x-overflow: reject-publish` makes RabbitMQ nack the next message."""
+    first, second = event(SECRET), event(SECRET)
+    async with (
+        rabbitmq_exchange(max_length=1) as exchange,
+        Brokers(timeout=5, allow_private=True) as brokers,
+    ):
+        destination = Destination(RABBITMQ, RABBITMQ_URL, exchange.name)
+        assert (await brokers.publish(destination, *first.args())).ok
+        got = await brokers.publish(destination, *second.args())
+        assert not got.ok
+        assert not got.permanent
+        assert got.kind == "failed"
+        assert "nack" in (got.error or "")
+        await drain_queue(exchange.queue)
+        assert (await brokers.publish(destination, *second.args())).ok
