@@ -1,0 +1,118 @@
+"""Broker destinations: a kind, a URL that may carry credentials, and an exchange or a subject.
+
+A broker URL is judged by the same SSRF rules as a webhook URL (`webhooks.addresses`): its host
+when the endpoint is saved, and every address the name resolves to before each connection.
+Credentials are allowed in the URL (brokers need them) and never shown: `redact` drops them,
+`scrub` removes them from a client library's error text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+from dataclasses import dataclass
+
+from yarl import URL
+
+from ustun.webhooks.addresses import address_refusal, host_refusal
+
+RABBITMQ, NATS = "rabbitmq", "nats"
+KINDS = (RABBITMQ, NATS)
+SCHEMES = {RABBITMQ: ("amqp", "amqps"), NATS: ("nats", "tls")}
+DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671, "nats": 4222, "tls": 4222}
+# AMQP 0-9-1 (amqp0-9-1.xml, domain `exchange-name`): up to 127 characters of
+# `^[a-zA-Z0-9-_.:]*$`; RabbitMQ allows 255 bytes. The empty default exchange is not a target.
+_EXCHANGE = re.compile(r"[A-Za-z0-9_.:-]{1,255}")
+# NATS subjects (docs.nats.io, "Subject-Based Messaging"): dot-separated, non-empty tokens with
+# no whitespace; `*` and `>` are wildcards for subscribers only, never a publish target.
+_SUBJECT_PART = r"[^\s.*>]+"
+_SUBJECT = re.compile(rf"{_SUBJECT_PART}(?:\.{_SUBJECT_PART})*")
+_MAX_SUBJECT = 255
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Destination:
+    """Where a broker endpoint publishes: `name` is the exchange (RabbitMQ) or subject (NATS)."""
+
+    kind: str
+    url: str
+    name: str
+
+    def __repr__(self) -> str:
+        return f"Destination({self.kind}, {redact(self.url)}, {self.name})"
+
+
+def redact(url: str) -> str:
+    """`url` without its user name and password, to show or log."""
+    try:
+        return str(URL(url).with_user(None))
+    except ValueError:
+        return "<an unparsable URL>"
+
+
+def scrub(text: str, url: str) -> str:
+    """`text` with the credentials of `url` (as written and decoded) taken out."""
+    try:
+        parsed = URL(url)
+    except ValueError:
+        return text
+    for secret in (parsed.raw_password, parsed.password, parsed.raw_user, parsed.user):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _name_refusal(kind: str, name: str) -> str | None:
+    if kind == RABBITMQ and not _EXCHANGE.fullmatch(name):
+        return "the exchange must be 1-255 letters, digits, '-', '_', '.' or ':'"
+    if kind == NATS and (len(name) > _MAX_SUBJECT or not _SUBJECT.fullmatch(name)):
+        return "the subject must be dot-separated tokens without spaces or wildcards (* >)"
+    return None
+
+
+def refusal(destination: Destination, *, allow_private: bool) -> str | None:
+    """Why `destination` may not receive events (kind, scheme, host, name), or None if it may."""
+    kind, url = destination.kind, destination.url
+    if kind not in KINDS:
+        return f"the kind must be one of {', '.join(KINDS)}"
+    try:
+        target = URL(url)
+        _ = target.port
+    except ValueError:
+        return "not a valid URL"
+    schemes = SCHEMES[kind]
+    if target.scheme not in schemes:
+        return f"a {kind} URL starts with {' or '.join(s + '://' for s in schemes)}"
+    if not target.raw_host:
+        return "the URL has no host"
+    name_reason = _name_refusal(kind, destination.name)
+    if name_reason is not None:
+        return name_reason
+    return None if allow_private else host_refusal(target.raw_host)
+
+
+def address(url: str) -> tuple[str, int]:
+    """The host and port a client of `url` connects to (the scheme's port when none is given)."""
+    target = URL(url)
+    return target.raw_host or "", target.explicit_port or DEFAULT_PORTS[target.scheme]
+
+
+async def connect_refusal(url: str, *, allow_private: bool) -> str | None:
+    """Why a connection for `url` may not be opened now: a refused address it resolves to.
+
+    Vetted just before the client library connects (which resolves the name again: a rebinding
+    window the HTTP transport, vetting inside its socket factory, does not have).
+    """
+    if allow_private:
+        return None
+    host, port = address(url)
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        return f"cannot resolve {host}: {exc.strerror or exc}"
+    for *_, sockaddr in infos:
+        reason = address_refusal(str(sockaddr[0]))
+        if reason is not None:
+            return reason
+    return None

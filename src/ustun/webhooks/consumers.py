@@ -1,0 +1,188 @@
+"""Broker consumers: events from a RabbitMQ queue or a JetStream consumer, into the same inbox
+and the same `Handlers` as the HTTP receiver, so each event runs its handler once.
+
+    handlers = Handlers()
+    inbox = DatabaseInbox(db)
+    await consume_rabbitmq("amqp://…", "payments", inbox, handlers, secret="whsec_…")
+    await consume_nats("nats://…", "events.payments", "billing", inbox, handlers, secret="whsec_…")
+
+Each message is verified (with a secret), claimed in the inbox by its event id, handled (retried
+as `Handlers` does), and acknowledged only after the inbox has recorded it; a duplicate is
+acknowledged without running anything, a message that fails verification is rejected. Queued
+messages may be old, so the signature's timestamp is not checked unless `tolerance` is given.
+The queue or stream is the operator's to create; both functions run until cancelled, riding
+out broker restarts (aio-pika's robust connection, nats-py's reconnect).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ustun.http.errors import SignatureError
+from ustun.http.signature import ID_HEADER, Secret
+from ustun.webhooks.brokers.destinations import redact
+from ustun.webhooks.brokers.jetstream import MSG_ID_HEADER
+from ustun.webhooks.handlers import Handlers
+from ustun.webhooks.inbox import Inbox
+from ustun.webhooks.verify import verify_delivery
+
+if TYPE_CHECKING:
+    from aio_pika.abc import AbstractIncomingMessage
+    from nats.aio.msg import Msg
+
+log = logging.getLogger("ustun.webhooks.consumers")
+
+Secrets = Secret | str | Iterable[Secret | str]
+DEFAULT_PREFETCH = 16
+FETCH_WAIT = 1.0
+# After a failed fetch, or before handing back a message the inbox could not take (database down).
+PAUSE = 0.5
+
+
+class Intake:
+    """What every consumer does with one message: verify, claim, handle; True means acknowledge."""
+
+    def __init__(
+        self, inbox: Inbox, handlers: Handlers, secret: Secrets | None, tolerance: float
+    ) -> None:
+        self.inbox = inbox
+        self.handlers = handlers
+        self.secrets = None if secret is None else _secret_list(secret)
+        self.tolerance = tolerance
+        self._prepared = False
+
+    def _read(
+        self, headers: Mapping[str, str], body: bytes, message_id: str | None
+    ) -> tuple[str, dict[str, Any]]:
+        """The event id and the event; `ValueError` when the message cannot be trusted or read."""
+        if self.secrets is not None:
+            delivery = verify_delivery(self.secrets, headers, body, self.tolerance)
+            return delivery.id, delivery.event
+        event = json.loads(body)
+        if not isinstance(event, dict):
+            raise ValueError("the body is not a JSON object")
+        event_id = headers.get(ID_HEADER) or message_id or event.get("id")
+        if not isinstance(event_id, str) or not event_id:
+            raise ValueError("the message carries no event id")
+        return event_id, event
+
+    async def take(self, headers: Mapping[str, str], body: bytes, message_id: str | None) -> bool:
+        """Handle the message unless its id was seen; False when it must be rejected."""
+        try:
+            event_id, event = self._read(headers, body, message_id)
+        except (SignatureError, ValueError) as exc:
+            log.warning("rejected a broker message %s: %s", message_id, exc)
+            return False
+        if not self._prepared:
+            await self.inbox.prepare()
+            self._prepared = True
+        event_type = str(event.get("type", ""))
+        if await self.inbox.claim(event_id, event_type):
+            await self.handlers.handle(self.inbox, event_id, event_type, event)
+        return True
+
+
+def _secret_list(secret: Secrets) -> list[Secret | str]:
+    return [secret] if isinstance(secret, Secret | str) else list(secret)
+
+
+def _text_headers(headers: Mapping[str, Any]) -> dict[str, str]:
+    """AMQP header values as text (a table may hold bytes for long strings)."""
+    return {
+        name: value.decode() if isinstance(value, bytes) else str(value)
+        for name, value in headers.items()
+    }
+
+
+async def consume_rabbitmq(
+    url: str,
+    queue: str,
+    inbox: Inbox,
+    handlers: Handlers,
+    *,
+    secret: Secrets | None = None,
+    tolerance: float = math.inf,
+    prefetch: int = DEFAULT_PREFETCH,
+) -> None:
+    """Consume `queue` (declared and bound by the operator) until cancelled.
+
+    Up to `prefetch` messages are handled at once; an unacknowledged one returns to the queue
+    when the connection drops, and its redelivery is deduplicated by the inbox.
+    """
+    import aio_pika
+
+    intake = Intake(inbox, handlers, secret, tolerance)
+
+    async def on_message(message: AbstractIncomingMessage) -> None:
+        try:
+            taken = await intake.take(
+                _text_headers(message.headers), message.body, message.message_id
+            )
+        except Exception:
+            log.exception("the inbox could not take message %s; requeued", message.message_id)
+            await asyncio.sleep(PAUSE)
+            await message.nack(requeue=True)
+            return
+        await (message.ack() if taken else message.reject(requeue=False))
+
+    connection = await aio_pika.connect_robust(url)
+    async with connection:
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=prefetch)
+        source = await channel.get_queue(queue, ensure=True)
+        await source.consume(on_message)
+        log.info("consuming %s queue %r", redact(url), queue)
+        await asyncio.Future()  # until cancelled
+
+
+async def consume_nats(
+    url: str,
+    subject: str,
+    durable: str,
+    inbox: Inbox,
+    handlers: Handlers,
+    *,
+    stream: str | None = None,
+    secret: Secrets | None = None,
+    tolerance: float = math.inf,
+    batch: int = DEFAULT_PREFETCH,
+) -> None:
+    """Pull `subject` through the durable consumer `durable` (created if missing) of the stream
+    that holds the subject (or `stream`) until cancelled; up to `batch` messages at once."""
+    import nats
+    from nats.errors import Error as NatsError
+    from nats.errors import TimeoutError as NatsTimeout
+
+    intake = Intake(inbox, handlers, secret, tolerance)
+
+    async def one(message: Msg) -> None:
+        headers = message.headers or {}
+        try:
+            taken = await intake.take(headers, message.data, headers.get(MSG_ID_HEADER))
+        except Exception:
+            log.exception("the inbox could not take a message; it will be redelivered")
+            await message.nak(delay=PAUSE)
+            return
+        await (message.ack() if taken else message.term())
+
+    client = await nats.connect(url, max_reconnect_attempts=-1)
+    try:
+        pull = await client.jetstream().pull_subscribe(subject, durable, stream=stream)
+        log.info("consuming %s subject %r as %r", redact(url), subject, durable)
+        while True:
+            try:
+                messages = await pull.fetch(batch, timeout=FETCH_WAIT)
+            except NatsTimeout:
+                continue
+            except NatsError as exc:
+                log.warning("fetching from %s failed: %s", redact(url), type(exc).__name__)
+                await asyncio.sleep(PAUSE)
+                continue
+            await asyncio.gather(*(one(m) for m in messages))
+    finally:
+        await client.close()

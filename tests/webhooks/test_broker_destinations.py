@@ -1,0 +1,97 @@
+"""Broker destinations: which kinds, URLs and names are accepted, the SSRF rules of webhook URLs
+applied to broker hosts, and URLs shown without their credentials."""
+
+from __future__ import annotations
+
+import pytest
+
+from ssrf_spellings import SPELLINGS
+from ustun.webhooks.brokers.destinations import (
+    NATS,
+    RABBITMQ,
+    Destination,
+    address,
+    connect_refusal,
+    redact,
+    refusal,
+    scrub,
+)
+
+
+@pytest.mark.parametrize(
+    ("kind", "url", "name"),
+    [
+        (RABBITMQ, "amqps://user:pw@broker.example.com/", "events"),
+        (RABBITMQ, "amqp://user:pw@broker.example.com:5673/vhost", "payments.events:v1"),
+        (NATS, "tls://broker.example.com:4222", "events.payments"),
+        (NATS, "nats://token@broker.example.com", "a.b-c_d.E"),
+        (RABBITMQ, "amqps://8.8.8.8/", "amq.topic"),
+    ],
+)
+def test_public_brokers_are_accepted(kind: str, url: str, name: str) -> None:
+    assert refusal(Destination(kind, url, name), allow_private=False) is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "url", "name", "reason"),
+    [
+        ("kafka", "kafka://broker.example.com", "x", "kind must be one of rabbitmq, nats"),
+        (RABBITMQ, "nats://broker.example.com", "x", "starts with amqp:// or amqps://"),
+        (NATS, "https://broker.example.com", "x", "starts with nats:// or tls://"),
+        (RABBITMQ, "amqp:///vhost", "x", "no host"),
+        (RABBITMQ, "amqp://broker.example.com:99999/", "x", "not a valid URL"),
+        (RABBITMQ, "amqp://broker.example.com/", "", "the exchange must be"),
+        (RABBITMQ, "amqp://broker.example.com/", "bad name", "the exchange must be"),
+        (RABBITMQ, "amqp://broker.example.com/", "x" * 256, "the exchange must be"),
+        (NATS, "nats://broker.example.com", "events.*", "the subject must be"),
+        (NATS, "nats://broker.example.com", "events.>", "the subject must be"),
+        (NATS, "nats://broker.example.com", "events..payments", "the subject must be"),
+        (NATS, "nats://broker.example.com", "events payments", "the subject must be"),
+        (NATS, "nats://broker.example.com", "", "the subject must be"),
+        (RABBITMQ, "amqp://guest:guest@127.0.0.1:5672/", "x", "127.0.0.1 is a loopback address"),
+        (NATS, "nats://10.0.0.7:4222", "x", "10.0.0.7 is a private address"),
+        (NATS, "nats://localhost:4222", "x", "loopback name"),
+        (RABBITMQ, "amqps://169.254.169.254/", "x", "link-local"),
+    ],
+)
+def test_refused_destinations_say_why(kind: str, url: str, name: str, reason: str) -> None:
+    got = refusal(Destination(kind, url, name), allow_private=False)
+    assert got is not None
+    assert reason in got
+
+
+@pytest.mark.parametrize(("host", "meaning"), SPELLINGS)
+def test_every_ssrf_spelling_is_refused_as_a_broker_host(host: str, meaning: str) -> None:
+    got = refusal(Destination(NATS, f"nats://{host}:4222", "events"), allow_private=False)
+    assert got is not None, host
+
+
+def test_allowing_private_addresses_allows_loopback_brokers() -> None:
+    for destination in (
+        Destination(RABBITMQ, "amqp://guest:guest@127.0.0.1:5672/", "x"),
+        Destination(NATS, "nats://localhost:4222", "x"),
+    ):
+        assert refusal(destination, allow_private=True) is None
+
+
+async def test_a_name_that_resolves_to_a_refused_address_is_refused_before_connecting() -> None:
+    got = await connect_refusal("nats://localhost:4222", allow_private=False)
+    assert got is not None
+    assert "is a loopback address" in got
+    assert await connect_refusal("nats://localhost:4222", allow_private=True) is None
+    assert await connect_refusal("amqps://8.8.8.8/", allow_private=False) is None
+
+
+def test_default_ports_follow_the_scheme() -> None:
+    assert address("amqp://h/") == ("h", 5672)
+    assert address("amqps://h/") == ("h", 5671)
+    assert address("nats://h") == ("h", 4222)
+    assert address("tls://h:7422") == ("h", 7422)
+
+
+def test_credentials_are_never_shown() -> None:
+    url = "amqp://us%40er:p%3Ass-w0rd@broker.example.com:5672/vh"
+    assert redact(url) == "amqp://broker.example.com:5672/vh"
+    assert "w0rd" not in repr(Destination(RABBITMQ, url, "x"))
+    text = "login p:ss-w0rd (p%3Ass-w0rd) refused for us@er"
+    assert scrub(text, url) == "login *** (***) refused for ***"
