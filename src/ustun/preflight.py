@@ -9,24 +9,19 @@ from __future__ import annotations
 
 import errno
 import socket
-import sqlite3
 
 from pydantic import ValidationError
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
 
 from ustun.http.errors import ConfigError, SchemaOutOfDate, SecretKeyError
 from ustun.settings import Settings
-from ustun.store import Database
+from ustun.store.reach import reach, reason
 
 EXIT_CONFIG = 2
-_PG_DEFAULT_PORT = 5432
-# SQLSTATEs of a refused connection (PostgreSQL Appendix A): no such database, who you are.
-_NO_SUCH_DATABASE = "3D000"
-_AUTH_FAILED = ("28000", "28P01")
 
 
 REFUSALS = (ConfigError, SchemaOutOfDate, SecretKeyError)
+# `reach` is one of the checks, kept with the store for its driver-specific messages.
+__all__ = ["EXIT_CONFIG", "REFUSALS", "listen_socket", "load_settings", "reach"]
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -47,53 +42,6 @@ def _invalid_settings(exc: ValidationError) -> str:
     return "; ".join(problems) + ". Fix it in the environment."
 
 
-async def reach(db: Database) -> None:
-    """Open one connection, so that a database that is not there is reported as such.
-
-    SQLite is opened with the standard driver: aiosqlite's thread outlives a failed connect
-    and prints a traceback once the event loop has closed.
-    """
-    try:
-        if db.is_sqlite:
-            sqlite3.connect(make_url(db.url).database or ":memory:").close()
-        else:
-            async with db.engine.connect():
-                pass
-    except (OSError, DBAPIError, sqlite3.Error) as exc:
-        raise ConfigError(_unreachable(db, exc)) from None
-
-
-def _unreachable(db: Database, exc: OSError | DBAPIError | sqlite3.Error) -> str:
-    url = make_url(db.url)
-    fix = "fix USTUN_DATABASE_URL"
-    if db.is_sqlite:
-        return (
-            f"cannot open the SQLite database {url.database} ({_reason(exc)}): its directory "
-            f"must exist and be writable; {fix}"
-        )
-    where = f"PostgreSQL at {url.host or 'localhost'}:{url.port or _PG_DEFAULT_PORT}"
-    if not isinstance(exc, DBAPIError):
-        return f"cannot connect to {where} ({_reason(exc)}): start it there, or {fix}"
-    state = getattr(exc.orig, "sqlstate", None)
-    if state == _NO_SUCH_DATABASE:
-        return f"database {url.database!r} does not exist on {where}: create it, or {fix}"
-    if state in _AUTH_FAILED:
-        return f"{where} refused user {url.username!r} ({exc.orig}): {fix}"
-    return f"{where} refused the connection ({exc.orig}): {fix}"
-
-
-def _reason(exc: OSError | DBAPIError | sqlite3.Error) -> str:
-    if isinstance(exc, DBAPIError):
-        return str(exc.orig)
-    if isinstance(exc, sqlite3.Error):
-        return str(exc)
-    if isinstance(exc, socket.gaierror):
-        return "unknown host"
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
-    return exc.strerror or str(exc).splitlines()[0]
-
-
 def listen_socket(host: str, port: int) -> socket.socket:
     """A socket bound to `host:port` (bound before anything is created, so a clash is early)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -110,6 +58,6 @@ def listen_socket(host: str, port: int) -> socket.socket:
                 "or USTUN_PORT"
             ) from None
         raise ConfigError(
-            f"cannot listen on {host}:{port} ({_reason(exc)}): choose another address with "
+            f"cannot listen on {host}:{port} ({reason(exc)}): choose another address with "
             "--host or USTUN_HOST"
         ) from None

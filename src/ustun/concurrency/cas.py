@@ -26,7 +26,6 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.concurrency.conditions import failed
@@ -41,6 +40,7 @@ from ustun.http.preconditions import (
     Validators,
     evaluate,
 )
+from ustun.store import dialects
 
 if TYPE_CHECKING:
     from ustun.store.statements import FastRow
@@ -151,8 +151,9 @@ async def insert_if_absent(
     conn: AsyncConnection, table: Table, values: Mapping[str, Any]
 ) -> Row[Any]:
     """`If-None-Match: *` as one statement: insert unless the key exists, else 412."""
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(table).values(**values).on_conflict_do_nothing().returning(*table.c)
+    statement = (
+        dialects.insert(conn, table).values(**values).on_conflict_do_nothing().returning(*table.c)
+    )
     row = (await conn.execute(statement)).first()
     if row is None:
         raise failed(Preconditions(if_none_match=EntityTagMatch(any=True)), IF_NONE_MATCH)
