@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from ustun.service.accounts import account_for_key, create_key
+from ustun.service.plumbing.accounts import account_for_key, create_key
 from ustun.store import Database
 from ustun.store.migrate import upgrade
 from ustun.webhooks import endpoints as ops

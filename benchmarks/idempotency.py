@@ -30,7 +30,7 @@ import asyncpg
 import httpx
 from redis import Redis
 
-from ustun.service.accounts import create_key
+from ustun.service.plumbing.accounts import create_key
 from ustun.store import Database
 from ustun.store.migrate import upgrade
 

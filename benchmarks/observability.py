@@ -24,9 +24,9 @@ from starlette.types import ASGIApp, Message
 
 from ustun import logs
 from ustun.service import create_app
-from ustun.service.accounts import create_key
-from ustun.service.middleware import UrlGuardMiddleware
-from ustun.service.observe import ObserveMiddleware
+from ustun.service.plumbing.accounts import create_key
+from ustun.service.plumbing.middleware import UrlGuardMiddleware
+from ustun.service.plumbing.observe import ObserveMiddleware
 from ustun.settings import Settings
 from ustun.store import Database
 from ustun.store.migrate import upgrade

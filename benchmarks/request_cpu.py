@@ -72,7 +72,7 @@ async def _call(app: Any, method: str, path: str, headers: list[tuple[bytes, byt
 async def _child(url: str, workload: str, requests: int, concurrency: int) -> None:
     """Runs in the arm's process: prints CPU µs per request."""
     from ustun.service import create_app
-    from ustun.service.accounts import create_key
+    from ustun.service.plumbing.accounts import create_key
     from ustun.settings import Settings
     from ustun.store import Database
 

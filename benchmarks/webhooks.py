@@ -32,7 +32,7 @@ import asyncpg
 from sqlalchemy import select
 
 from jobs import backend_cpu, cpu_seconds
-from ustun.service.accounts import account_for_key, create_key
+from ustun.service.plumbing.accounts import account_for_key, create_key
 from ustun.store import Database
 from ustun.store.migrate import upgrade
 from ustun.webhooks import endpoints as ops

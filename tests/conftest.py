@@ -16,7 +16,7 @@ import pytest
 
 from support import BACKENDS, drop_pg_database, make_pg_database, migrate_database
 from ustun.service import create_app
-from ustun.service.accounts import create_key
+from ustun.service.plumbing.accounts import create_key
 from ustun.settings import Settings
 from ustun.store import Database
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from support import in_background
 from ustun import jobs
 from ustun.errors import TransientError
-from ustun.service.job_loops import job_kinds
+from ustun.service.runtime.job_loops import job_kinds
 from ustun.settings import Settings
 from ustun.store import Database
 

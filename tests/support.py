@@ -24,7 +24,7 @@ from jsonschema.protocols import Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import Specification
 
-from ustun.service.accounts import account_for_key, create_key
+from ustun.service.plumbing.accounts import account_for_key, create_key
 from ustun.store import Database
 from ustun.store.migrate import upgrade
 

@@ -23,8 +23,8 @@ from ustun import logs, preflight
 from ustun.clock import rfc3339
 from ustun.defaults import DEFAULT_HOST
 from ustun.http.signature import Secret
-from ustun.service import create_app, secret_keys
-from ustun.service.accounts import (
+from ustun.service import create_app
+from ustun.service.plumbing.accounts import (
     DEFAULT_ACCOUNT,
     KeyInfo,
     bootstrap,
@@ -33,9 +33,10 @@ from ustun.service.accounts import (
     list_keys,
     revoke_key,
 )
-from ustun.service.job_loops import import_job_modules
-from ustun.service.webhook_runtime import secret_box
-from ustun.service.worker import Worker
+from ustun.service.runtime import secret_keys
+from ustun.service.runtime.job_loops import import_job_modules
+from ustun.service.runtime.webhook_runtime import secret_box
+from ustun.service.runtime.worker import Worker
 from ustun.settings import Settings, reveal
 from ustun.store import Database
 from ustun.store.migrate import check_current, upgrade

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from ustun.defaults import DEFAULT_LOG_LEVEL
 
-ACCESS_LOGGER = "ustun.access"  # one line per request, written by `ustun.service.observe`
+ACCESS_LOGGER = "ustun.access"  # one line per request, written by `ustun.service.plumbing.observe`
 
 _request_id: ContextVar[str | None] = ContextVar("ustun_request_id", default=None)
 

@@ -19,7 +19,7 @@ from ustun.concurrency import (
 )
 from ustun.http.errors import NotFoundError, PreconditionFailedError
 from ustun.http.preconditions import Preconditions
-from ustun.service.tables import documents
+from ustun.service.resources.schema import documents
 from ustun.store import Database
 
 

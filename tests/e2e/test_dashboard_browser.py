@@ -33,7 +33,7 @@ from support import (
     make_pg_database,
     wait_for,
 )
-from ustun.service.accounts import account_for_key
+from ustun.service.plumbing.accounts import account_for_key
 from ustun.store import Database
 from ustun.webhooks import outbox
 

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 
 from support import USTUN, Server, wait_for
 from ustun.idempotency.tables import idempotency_records
-from ustun.service.tables import ledger_accounts, transfers
+from ustun.service.resources.schema import ledger_accounts, transfers
 from ustun.store import Database
 
 pytestmark = pytest.mark.e2e

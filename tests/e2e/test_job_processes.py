@@ -19,8 +19,8 @@ from sqlalchemy import insert
 
 from support import Server, UstunProcess, migrate_database, wait_for
 from ustun import ids, jobs
-from ustun.service.accounts import account_for_key, create_key
-from ustun.service.tables import payments
+from ustun.service.plumbing.accounts import account_for_key, create_key
+from ustun.service.resources.schema import payments
 from ustun.store import Database
 
 pytestmark = pytest.mark.e2e

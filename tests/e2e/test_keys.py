@@ -17,8 +17,8 @@ from sqlalchemy import Row, insert, select
 from dashboard_support import csrf_of
 from support import USTUN, Server, wait_for
 from ustun import clock
-from ustun.service.accounts import create_key
-from ustun.service.middleware import KEY_CACHE_SECONDS
+from ustun.service.plumbing.accounts import create_key
+from ustun.service.plumbing.middleware import KEY_CACHE_SECONDS
 from ustun.store import Database
 from ustun.store.migrate import upgrade
 from ustun.store.tables import api_keys

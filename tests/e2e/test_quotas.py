@@ -15,7 +15,7 @@ import pytest
 
 from support import Server
 from ustun.http.retry_after import parse_retry_after
-from ustun.service.accounts import create_key
+from ustun.service.plumbing.accounts import create_key
 from ustun.store import Database
 
 pytestmark = pytest.mark.e2e

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 
 from support import API_KEY, USTUN, Server, free_port, migrate_database, run_ustun, wait_for
 from ustun.service import create_app
-from ustun.service.accounts import create_key
+from ustun.service.plumbing.accounts import create_key
 from ustun.settings import Settings
 from ustun.store import Database
 from ustun.store.tables import accounts

@@ -23,7 +23,7 @@ from ustun.http.errors import ProblemError
 from ustun.http.fingerprint import fingerprint
 from ustun.idempotency import Claimed, IdempotencyMiddleware, SqlRecordStore, StoredResponse
 from ustun.idempotency.tables import idempotency_records
-from ustun.service.problems import install
+from ustun.service.plumbing.problems import install
 from ustun.store import Database
 from ustun.store.tables import accounts
 from webhook_support import until

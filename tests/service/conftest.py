@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from ustun.service.accounts import create_key
-from ustun.service.event_types import CATALOGUE, EventType
+from ustun.service.plumbing.accounts import create_key
+from ustun.service.specs.event_types import CATALOGUE, EventType
 from ustun.store import Database
 
 

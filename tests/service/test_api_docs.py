@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from ustun.service import create_app
-from ustun.service.api_docs import STATIC
+from ustun.service.specs.api_docs import STATIC
 from ustun.settings import Settings
 
 

@@ -15,8 +15,13 @@ from sqlalchemy import event, select, update
 from dashboard_support import log_in
 from ustun import clock
 from ustun.service import create_app
-from ustun.service.accounts import LAST_USED_GRANULARITY, authenticate, list_keys, revoke_key
-from ustun.service.middleware import KEY_CACHE_SECONDS
+from ustun.service.plumbing.accounts import (
+    LAST_USED_GRANULARITY,
+    authenticate,
+    list_keys,
+    revoke_key,
+)
+from ustun.service.plumbing.middleware import KEY_CACHE_SECONDS
 from ustun.settings import Settings
 from ustun.store import Database, metadata
 from ustun.store.tables import api_keys

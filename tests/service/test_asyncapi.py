@@ -11,8 +11,9 @@ import httpx
 import pytest
 import yaml
 
-from ustun.service import asyncapi, create_app
-from ustun.service.event_types import EventType
+from ustun.service import create_app
+from ustun.service.specs import asyncapi
+from ustun.service.specs.event_types import EventType
 from ustun.settings import Settings
 
 TOOLS = Path(__file__).parent.parent / "contracts"

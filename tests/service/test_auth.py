@@ -5,7 +5,7 @@ import pytest
 from fastapi import FastAPI
 
 from ustun.service import create_app
-from ustun.service.accounts import create_key
+from ustun.service.plumbing.accounts import create_key
 from ustun.settings import Settings
 from ustun.store import Database
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ustun.service.auth_failures import FailureLimiter, client_bucket
+from ustun.service.plumbing.auth_failures import FailureLimiter, client_bucket
 
 
 class Clock:

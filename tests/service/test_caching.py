@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 
 from ustun import jobs
-from ustun.service.accounts import account_for_key
-from ustun.service.response_headers import API_CACHE_CONTROL
+from ustun.service.plumbing.accounts import account_for_key
+from ustun.service.plumbing.response_headers import API_CACHE_CONTROL
 from ustun.store import Database
 
 

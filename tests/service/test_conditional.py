@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from ustun import jobs
-from ustun.service.accounts import account_for_key
+from ustun.service.plumbing.accounts import account_for_key
 from ustun.store import Database
 
 # What only a response with content has.

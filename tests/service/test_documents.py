@@ -8,7 +8,7 @@ import uuid
 import httpx
 import pytest
 
-from ustun.service.accounts import create_key
+from ustun.service.plumbing.accounts import create_key
 from ustun.store import Database
 
 ETAG = re.compile(r'"[1-9][0-9]*\.[0-9a-f]{16}"')

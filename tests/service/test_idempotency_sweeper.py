@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from ustun.idempotency import Claimed, SqlRecordStore
 from ustun.idempotency.tables import idempotency_records as records
-from ustun.service.worker import Worker
+from ustun.service.runtime.worker import Worker
 from ustun.settings import Settings
 from ustun.store import Database
 

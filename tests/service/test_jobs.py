@@ -11,7 +11,7 @@ import pytest
 from job_kinds import eventually, finished, running
 from ustun import jobs
 from ustun.http.sse_parser import Event, EventStreamParser
-from ustun.service.accounts import account_for_key
+from ustun.service.plumbing.accounts import account_for_key
 from ustun.store import Database
 
 

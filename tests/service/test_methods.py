@@ -13,7 +13,7 @@ from fastapi.routing import iter_route_contexts
 from job_kinds import finished, running
 from ustun import jobs
 from ustun.service import create_app
-from ustun.service.accounts import account_for_key
+from ustun.service.plumbing.accounts import account_for_key
 from ustun.settings import Settings
 from ustun.store import Database
 

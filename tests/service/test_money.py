@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from support import problem_of
-from ustun.service.money import MAX_AMOUNT
+from ustun.service.resources.money import MAX_AMOUNT
 
 
 def _keyed() -> dict[str, str]:

@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import insert, select
 
 from ustun import clock, ids
-from ustun.service import payments as payment_routes
-from ustun.service.accounts import hash_key
-from ustun.service.tables import payments
+from ustun.service import resources
+from ustun.service.plumbing.accounts import hash_key
+from ustun.service.resources.schema import payments
 from ustun.store import Database
 from ustun.store.tables import api_keys
 
@@ -58,13 +58,13 @@ async def test_rolled_back_request_emits_nothing(
     client: httpx.AsyncClient, db: Database, api_key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     payment_id = await _payment(db, api_key)
-    real_emit = payment_routes.emit
+    real_emit = resources.payments.emit
 
     async def emit_then_fail(*args: Any, **kwargs: Any) -> str:
         await real_emit(*args, **kwargs)
         raise RuntimeError("the request fails after emitting")
 
-    monkeypatch.setattr(payment_routes, "emit", emit_then_fail)
+    monkeypatch.setattr(resources.payments, "emit", emit_then_fail)
     # The in-process transport re-raises what the app answered 500 for.
     with pytest.raises(RuntimeError, match="after emitting"):
         await client.patch(

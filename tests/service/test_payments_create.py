@@ -7,7 +7,7 @@ import uuid
 import httpx
 import pytest
 
-from ustun.service.money import MAX_AMOUNT
+from ustun.service.resources.money import MAX_AMOUNT
 
 BODY = {"amount": 1250, "currency": "EUR", "order_id": 42, "description": "order #42"}
 

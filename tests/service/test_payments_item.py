@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import insert, select
 
 from ustun import clock, ids
-from ustun.service.accounts import create_key, hash_key
-from ustun.service.tables import payments
+from ustun.service.plumbing.accounts import create_key, hash_key
+from ustun.service.resources.schema import payments
 from ustun.store import Database
 from ustun.store.tables import api_keys
 

@@ -2,8 +2,8 @@ import httpx
 from sqlalchemy import insert
 
 from ustun import clock, ids
-from ustun.service.accounts import account_for_key
-from ustun.service.tables import payments
+from ustun.service.plumbing.accounts import account_for_key
+from ustun.service.resources.schema import payments
 from ustun.store import Database
 from ustun.store.tables import accounts
 

@@ -8,8 +8,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from ustun import clock
-from ustun.service import queues
-from ustun.service.accounts import account_for_key
+from ustun.service.operations import queues
+from ustun.service.plumbing.accounts import account_for_key
 from ustun.store import Database
 from ustun.webhooks.tables import deliveries
 

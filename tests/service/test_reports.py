@@ -15,9 +15,9 @@ from sqlalchemy import insert
 from job_kinds import eventually, running
 from support import problem_of
 from ustun import ids
-from ustun.service.accounts import account_for_key
-from ustun.service.reports import period_bounds
-from ustun.service.tables import payments
+from ustun.service.plumbing.accounts import account_for_key
+from ustun.service.resources.reports import period_bounds
+from ustun.service.resources.schema import payments
 from ustun.store import Database
 
 JUNE = [

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from support import problem_of
-from ustun.service.money import MAX_AMOUNT
+from ustun.service.resources.money import MAX_AMOUNT
 
 
 async def open_account(http: httpx.AsyncClient, balance: int, currency: str = "EUR") -> str:

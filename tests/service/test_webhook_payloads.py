@@ -20,8 +20,8 @@ from referencing.jsonschema import DRAFT7, DRAFT202012
 import job_kinds  # noqa: F401  (registers the `slow` and `broken` job kinds)
 from support import schema_validators
 from ustun import jobs
-from ustun.service.accounts import account_for_key
-from ustun.service.event_types import CATALOGUE
+from ustun.service.plumbing.accounts import account_for_key
+from ustun.service.specs.event_types import CATALOGUE
 from ustun.settings import Settings
 from ustun.store import Database
 from webhook_support import Receiver, serving, until

@@ -133,7 +133,7 @@ async def test_event_types_catalogue(client: httpx.AsyncClient) -> None:
 async def test_other_accounts_see_nothing(
     client: httpx.AsyncClient, settings: Settings, db: Database
 ) -> None:
-    from ustun.service.accounts import create_key
+    from ustun.service.plumbing.accounts import create_key
 
     made = (await client.post("/v1/webhook-endpoints", json={"url": HOOK})).json()
     other = await create_key(db, "other-" + made["id"][-8:])

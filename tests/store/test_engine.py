@@ -6,7 +6,7 @@ from sqlalchemy import func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock
-from ustun.service.tables import payments
+from ustun.service.resources.schema import payments
 from ustun.store import Database, async_url
 from ustun.store.tables import accounts
 from ustun.store.uow import LastHook

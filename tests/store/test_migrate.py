@@ -8,8 +8,8 @@ from starlette.types import Message, Receive, Scope, Send
 from support import BACKENDS, drop_pg_database, make_pg_database
 from ustun.errors import SchemaOutOfDate, TablesMissing
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
-from ustun.service.accounts import authenticate, create_key, list_keys, revoke_key
 from ustun.service.dashboard.session import open_session, session_account
+from ustun.service.plumbing.accounts import authenticate, create_key, list_keys, revoke_key
 from ustun.store import Database
 from ustun.store.migrate import (
     check_current,

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from support import in_background
-from ustun.service.accounts import account_for_key
+from ustun.service.plumbing.accounts import account_for_key
 from ustun.store import Database
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher

@@ -30,7 +30,7 @@ UstunError
 ├── TablesMissing                  a table a library component needs is not in the app's database
 ├── SecretKeyError                 no usable master key for the secrets at rest
 ├── LoginRequired                  (ustun.service.dashboard) nobody is logged in: redirect
-└── BodyTooLarge                   (ustun.service.body_limit; also Starlette's HTTPException) 413
+└── BodyTooLarge                   (service.plumbing.body_limit; a Starlette HTTPException) 413
 
 The last two belong to the service's plumbing and are defined there.
 """

@@ -11,43 +11,36 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from ustun import __version__, instrumentation
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
 from ustun.jobs import Registry
-from ustun.service import (
-    api_docs,
+from ustun.service import dashboard
+from ustun.service.operations import (
     api_keys,
-    asyncapi,
-    dashboard,
-    documents,
-    event_types,
     health,
-    jobs,
-    ledger_accounts,
+    job_routes,
     metrics,
-    openapi,
-    payments,
-    problems,
     queues,
-    reports,
-    transfers,
     webhook_deliveries,
     webhook_endpoints,
     webhook_events,
 )
-from ustun.service.auth_failures import FailureLimiter
-from ustun.service.bodies import json_media_type
-from ustun.service.body_limit import BodyLimitMiddleware
-from ustun.service.job_loops import job_kinds
-from ustun.service.methods import MethodsMiddleware
-from ustun.service.metrics import Metrics
-from ustun.service.middleware import (
+from ustun.service.operations.metrics import Metrics
+from ustun.service.plumbing import problems
+from ustun.service.plumbing.auth_failures import FailureLimiter
+from ustun.service.plumbing.bodies import json_media_type
+from ustun.service.plumbing.body_limit import BodyLimitMiddleware
+from ustun.service.plumbing.methods import MethodsMiddleware
+from ustun.service.plumbing.middleware import (
     AuthMiddleware,
     KeyCache,
     RequestIdMiddleware,
     UrlGuardMiddleware,
 )
-from ustun.service.observe import ObserveMiddleware
-from ustun.service.response_headers import API_HEADERS, PrefixHeadersMiddleware
-from ustun.service.webhook_runtime import secret_box
-from ustun.service.worker import Worker
+from ustun.service.plumbing.observe import ObserveMiddleware
+from ustun.service.plumbing.response_headers import API_HEADERS, PrefixHeadersMiddleware
+from ustun.service.resources import documents, ledger_accounts, payments, reports, transfers
+from ustun.service.runtime.job_loops import job_kinds
+from ustun.service.runtime.webhook_runtime import secret_box
+from ustun.service.runtime.worker import Worker
+from ustun.service.specs import api_docs, asyncapi, event_types, openapi
 from ustun.settings import Settings, reveal
 from ustun.store import Database
 from ustun.store.uow import Hook
@@ -120,7 +113,7 @@ def create_app(
     app.include_router(asyncapi.router)
     dashboard.install(app, reveal(settings.secret_key))
     app.include_router(reports.router)
-    app.include_router(jobs.router)
+    app.include_router(job_routes.router)
     app.include_router(webhook_endpoints.router)
     app.include_router(webhook_events.router)
     app.include_router(webhook_deliveries.router)

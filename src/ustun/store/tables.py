@@ -29,7 +29,7 @@ api_keys = Table(
     Column("key_hash", String(64), nullable=False, unique=True),
     Column("prefix", String(20), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
-    # Updated at most once a minute per key (`ustun.service.accounts.LAST_USED_GRANULARITY`).
+    # Updated at most once a minute per key (`service.plumbing.accounts.LAST_USED_GRANULARITY`).
     Column("last_used_at", UTCDateTime(), nullable=True),
     # A revoked key is kept (listed, never accepted again).
     Column("revoked_at", UTCDateTime(), nullable=True),

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from dashboard_support import log_in
 from ustun.http.sse_parser import EventStreamParser
-from ustun.service.accounts import create_key
+from ustun.service.plumbing.accounts import create_key
 
 
 async def _report_job(app: FastAPI, api_key: str) -> str:

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from dashboard_support import csrf_of, log_in
 from ustun.service import create_app
-from ustun.service.accounts import create_key
 from ustun.service.dashboard.session import COOKIE
+from ustun.service.plumbing.accounts import create_key
 from ustun.settings import Settings
 from ustun.store import Database
 

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from dashboard_support import log_in
 from ustun import clock, ids
-from ustun.service.accounts import account_for_key
+from ustun.service.plumbing.accounts import account_for_key
 from ustun.webhooks.tables import deliveries, endpoints, events
 
 EVENTS = 10_000

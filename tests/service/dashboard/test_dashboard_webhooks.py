@@ -10,7 +10,7 @@ import httpx
 from fastapi import FastAPI
 
 from dashboard_support import SECRET, create_endpoint, log_in
-from ustun.service.accounts import create_key
+from ustun.service.plumbing.accounts import create_key
 
 EVENT = re.compile(r"/dashboard/events/(evt_[A-Za-z0-9]+)")
 DELIVERY = re.compile(r"/dashboard/deliveries/(dlv_[A-Za-z0-9]+)")

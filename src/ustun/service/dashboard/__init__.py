@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from ustun.service.dashboard import jobs, pages, webhooks
+from ustun.service.dashboard import job_pages, pages, webhook_pages
 from ustun.service.dashboard.session import SessionCodec, derive_key
 from ustun.service.dashboard.web import (
     HERE,
@@ -14,7 +14,7 @@ from ustun.service.dashboard.web import (
     favicon,
     on_login_required,
 )
-from ustun.service.response_headers import PrefixHeadersMiddleware
+from ustun.service.plumbing.response_headers import PrefixHeadersMiddleware
 
 
 def install(app: FastAPI, secret_key: str | None) -> None:
@@ -22,8 +22,8 @@ def install(app: FastAPI, secret_key: str | None) -> None:
     app.state.dashboard_sessions = SessionCodec(derive_key(secret_key))
     app.add_exception_handler(LoginRequired, on_login_required)
     app.include_router(pages.router)
-    app.include_router(webhooks.router)
-    app.include_router(jobs.router)
+    app.include_router(webhook_pages.router)
+    app.include_router(job_pages.router)
     app.add_api_route("/favicon.ico", favicon, include_in_schema=False)
     app.mount("/dashboard/static", StaticFiles(directory=HERE / "static"), name="dashboard-static")
     # Errors and redirects too: the pages' own headers never weaken these.

@@ -9,8 +9,8 @@ from sqlalchemy import Column, Table, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.jobs.tables import jobs
-from ustun.service import queues
-from ustun.service.tables import payments
+from ustun.service.operations import queues
+from ustun.service.resources.schema import payments
 from ustun.webhooks.tables import deliveries, events
 
 

@@ -7,12 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from ustun.service import webhook_deliveries as deliveries_api
-from ustun.service.accounts import authenticate
-from ustun.service.auth_failures import FailureLimiter
 from ustun.service.dashboard.overview import overview
 from ustun.service.dashboard.session import end_session, new_session, open_session
 from ustun.service.dashboard.web import LoggedIn, Posting, check_csrf, codec, page, see_other
+from ustun.service.operations import webhook_deliveries
+from ustun.service.plumbing.accounts import authenticate
+from ustun.service.plumbing.auth_failures import FailureLimiter
 from ustun.webhooks.states import Status
 
 DEAD_LETTERS_SHOWN = 5
@@ -73,7 +73,7 @@ async def home(request: Request, who: LoggedIn) -> Response:
     db = request.app.state.db
     async with db.read(snapshot=True) as conn:
         figures = await overview(conn, who.account.id)
-    dead = await deliveries_api.list_deliveries(
+    dead = await webhook_deliveries.list_deliveries(
         who.account, db, DEAD_LETTERS_SHOWN, None, status=Status.DEAD
     )
     return page(request, "overview.html", who, nav="overview", figures=figures, dead=dead)

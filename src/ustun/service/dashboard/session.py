@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ustun import clock
-from ustun.service.accounts import Account, Credential, hash_key
+from ustun.service.plumbing.accounts import Account, Credential, hash_key
 from ustun.store import Database
 from ustun.store.tables import accounts, api_keys, dashboard_sessions
 

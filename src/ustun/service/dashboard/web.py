@@ -12,8 +12,8 @@ from fastapi.templating import Jinja2Templates
 
 from ustun.clock import rfc3339
 from ustun.http.errors import ProblemError, UstunError
-from ustun.service.accounts import Account
 from ustun.service.dashboard.session import CSRF_FIELD, Session, SessionCodec, session_account
+from ustun.service.plumbing.accounts import Account
 
 HERE = Path(__file__).parent
 FAVICON = HERE / "static" / "favicon.ico"

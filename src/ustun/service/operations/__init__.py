@@ -1,0 +1,2 @@
+"""Operational routes: jobs, webhook endpoints, deliveries and events, API keys, health,
+metrics, queues."""

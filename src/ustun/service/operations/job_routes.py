@@ -1,0 +1,229 @@
+"""Job resources: `GET /v1/jobs[/{id}]`, cancel, the stored result, and the SSE event stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import Response, StreamingResponse
+
+from ustun import clock, jobs
+from ustun.clock import rfc3339, rfc3339_or_none
+from ustun.concurrency import Version
+from ustun.http.errors import NotFoundError
+from ustun.http.last_event_id import parse_last_event_id
+from ustun.http.preconditions import Validators
+from ustun.jobs.tables import jobs as jobs_table
+from ustun.service.plumbing.conditional import (
+    Conditions,
+    conditional_get,
+    representation,
+    validator_headers,
+)
+from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
+from ustun.service.plumbing.pagination import page
+from ustun.store import UnitOfWork
+from ustun.webhooks.outbox import emit
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+POLL_AFTER = 1
+SSE_POLL_INTERVAL = 0.25
+SSE_KEEPALIVE = 15.0
+SSE_RETRY_MS = 1000
+
+
+def job_url(job_id: str) -> str:
+    """Where a job resource lives (the `Location` of a 202)."""
+    return f"/v1/jobs/{job_id}"
+
+
+def render(job: jobs.Job) -> dict[str, Any]:
+    """The public JSON shape of a job."""
+    return {
+        "id": job.id,
+        "object": "job",
+        "kind": job.kind,
+        "status": job.status,
+        "progress": job.progress,
+        "created_at": rfc3339(job.created_at),
+        "started_at": rfc3339_or_none(job.started_at),
+        "completed_at": rfc3339_or_none(job.completed_at),
+        "result_url": f"{job_url(job.id)}/result" if job.has_result else None,
+        "error": job.error,
+        "cancel_requested": job.cancel_requested,
+    }
+
+
+async def emit_final(uow: UnitOfWork, job: jobs.Job) -> None:
+    """`job.completed` / `job.failed` into the webhook outbox, in the final state's transaction."""
+    if job.account_id is not None:
+        kind = "job.completed" if job.status == jobs.DONE else "job.failed"
+        await emit(uow, job.account_id, kind, render(job), object_url=job_url(job.id))
+
+
+def register(kinds: jobs.Registry) -> None:
+    """Emit `job.completed` / `job.failed` for the jobs of `kinds`.
+
+    The hook acts only on an account's jobs (others have no subscribers): settling a batch of
+    account-less jobs needs no transaction around its one UPDATE.
+    """
+    kinds.on_final(emit_final, acts_on=lambda job: job.account_id is not None)
+
+
+def validators(job: jobs.Job) -> Validators:
+    """The job's `ETag` (its version) and `Last-Modified` (its last change)."""
+    return Validators(Version(job.version).etag, job.updated_at)
+
+
+def poll_headers(job: jobs.Job) -> dict[str, str]:
+    """`Retry-After` (seconds until worth polling again) while the job is not finished."""
+    if job.status in jobs.FINAL:
+        return {}
+    wait = (job.run_at - clock.now()).total_seconds()
+    return {"retry-after": str(max(POLL_AFTER, math.ceil(wait)))}
+
+
+def respond(job: jobs.Job, status_code: int = 200) -> Response:
+    """The job as a response with its validators and `Retry-After`."""
+    return representation(
+        render(job), validators(job), status=status_code, headers=poll_headers(job)
+    )
+
+
+def _not_found(job_id: str) -> NotFoundError:
+    return NotFoundError(f"No job {job_id!r} in this account.")
+
+
+async def _owned(db: DB, account: CurrentAccount, job_id: str) -> jobs.Job:
+    job = await jobs.get(db, job_id, account_id=account.id)
+    if job is None:
+        raise _not_found(job_id)
+    return job
+
+
+@router.get("")
+async def list_jobs(
+    account: CurrentAccount,
+    db: DB,
+    status: jobs.JobStatusValue | None = None,
+    limit: Limit = DEFAULT_PAGE,
+    cursor: Cursor = None,
+) -> dict[str, Any]:
+    """The account's jobs, newest first, optionally only those in one status."""
+    where = [jobs_table.c.account_id == account.id]
+    if status is not None:
+        where.append(jobs_table.c.status == status)
+    async with db.read() as conn:
+        return await page(
+            conn,
+            jobs_table,
+            where=where,
+            limit=limit,
+            cursor=cursor,
+            render=lambda row: render(jobs.Job.from_row(row)),
+        )
+
+
+@router.head("/{job_id}", response_model=None, operation_id="head_job")
+@router.get("/{job_id}", response_model=None)
+async def get_job(
+    job_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
+) -> Response:
+    """One job; 304 when the poller's `If-None-Match` still matches (RFC 9110 §13.2.2)."""
+    job = await _owned(db, account, job_id)
+    return conditional_get(request, pre, validators(job), render(job), headers=poll_headers(job))
+
+
+@router.post("/{job_id}/cancel", response_model=None)
+async def cancel_job(job_id: str, account: CurrentAccount, db: DB) -> Response:
+    """Cancel a pending job, or ask a running one to stop; 409 once it has finished."""
+    job = await jobs.cancel(db, job_id, account_id=account.id)
+    if job is None:
+        raise _not_found(job_id)
+    return respond(job)
+
+
+@router.get("/{job_id}/result", response_model=None)
+async def job_result(job_id: str, account: CurrentAccount, db: DB) -> Response:
+    """The file a finished job produced, with its media type."""
+    job = await _owned(db, account, job_id)
+    stored = await jobs.result(db, job_id, account_id=account.id)
+    if stored is None:
+        raise NotFoundError(f"Job {job_id!r} has no result (it is {job.status}).")
+    return Response(
+        stored.content,
+        media_type=stored.media_type,
+        headers={
+            **validator_headers(validators(job)),
+            "content-disposition": f'attachment; filename="{stored.filename}"',
+        },
+    )
+
+
+def _sse(event: jobs.JobEvent, *, retry: bool = False) -> str:
+    """One event block; `retry` prefixes the reconnection delay (not a block of its own, which
+    some clients would surface as an empty message)."""
+    data = {
+        "id": event.job_id,
+        "status": event.status,
+        "progress": event.progress,
+        "at": rfc3339(event.created_at),
+    }
+    prefix = f"retry: {SSE_RETRY_MS}\n" if retry else ""
+    return f"{prefix}id: {event.version}\nevent: {event.type}\ndata: {json.dumps(data)}\n\n"
+
+
+@router.get("/{job_id}/events", response_model=None)
+async def job_events(
+    job_id: str,
+    request: Request,
+    account: CurrentAccount,
+    db: DB,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Server-sent events of the job's status and progress; resumes after `Last-Event-ID`.
+
+    Events come from the database, so they flow whichever process runs the job; the stream
+    ends after the final state. A client that has already seen the final event (its
+    `Last-Event-ID` is at or past it) gets 204, which stops an `EventSource` from
+    reconnecting (WHATWG HTML §9.2.3); an id past the job's current version counts as current.
+    """
+    job = await _owned(db, account, job_id)
+    after = min(parse_last_event_id(last_event_id), job.version)
+    if job.status in jobs.FINAL and after == job.version:
+        return Response(status_code=204)
+
+    async def stream() -> AsyncIterator[str]:
+        last, quiet_since, first = after, time.monotonic(), True
+        while True:
+            job = await jobs.get(db, job_id, account_id=account.id)
+            if job is None:
+                return
+            events = await jobs.events_after(db, job, last)
+            for event in events:
+                yield _sse(event, retry=first)
+                last, first = event.version, False
+                if event.status in jobs.FINAL:
+                    return
+            if not events and job.status in jobs.FINAL:
+                return
+            if events:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since > SSE_KEEPALIVE:
+                quiet_since = time.monotonic()
+                yield ": keep-alive\n\n"
+            if await request.is_disconnected():
+                return
+            await asyncio.sleep(SSE_POLL_INTERVAL)
+
+    return StreamingResponse(
+        stream(),
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+    )

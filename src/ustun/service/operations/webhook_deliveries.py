@@ -1,0 +1,80 @@
+"""`/v1/deliveries`: the delivery log with every attempt, and manual retry."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from sqlalchemy import Row
+
+from ustun.clock import rfc3339, rfc3339_or_none
+from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
+from ustun.service.plumbing.pagination import page
+from ustun.webhooks import operations
+from ustun.webhooks.states import Status
+from ustun.webhooks.tables import deliveries
+
+router = APIRouter(prefix="/v1/deliveries", tags=["webhooks"])
+Id = Annotated[str | None, Query(max_length=64, pattern=r"^[A-Za-z0-9_]+$")]
+
+
+def render(row: Row[Any]) -> dict[str, Any]:
+    """A delivery; `next_attempt_at` is null once it succeeded or died."""
+    return {
+        "id": row.id,
+        "object": "delivery",
+        "endpoint_id": row.endpoint_id,
+        "event_id": row.event_id,
+        "status": row.status,
+        "attempt_count": row.attempt_count,
+        "next_attempt_at": rfc3339_or_none(row.next_attempt_at),
+        "created_at": rfc3339(row.created_at),
+        "updated_at": rfc3339(row.updated_at),
+    }
+
+
+def render_attempt(row: Row[Any]) -> dict[str, Any]:
+    """One attempt: when, the status code (or the error), latency, the response's first 4 KiB."""
+    return {
+        "attempted_at": rfc3339(row.attempted_at),
+        "status_code": row.status_code,
+        "latency_ms": row.latency_ms,
+        "response": row.response,
+        "error": row.error,
+    }
+
+
+@router.get("")
+async def list_deliveries(
+    account: CurrentAccount,
+    db: DB,
+    limit: Limit = DEFAULT_PAGE,
+    cursor: Cursor = None,
+    endpoint_id: Id = None,
+    event_id: Id = None,
+    status: Status | None = None,
+) -> dict[str, Any]:
+    """The account's deliveries, newest first, filtered by endpoint, event or status."""
+    d = deliveries
+    where = [d.c.account_id == account.id]
+    if endpoint_id is not None:
+        where.append(d.c.endpoint_id == endpoint_id)
+    if event_id is not None:
+        where.append(d.c.event_id == event_id)
+    if status is not None:
+        where.append(d.c.status == status.value)
+    async with db.read() as conn:
+        return await page(conn, d, where=where, limit=limit, cursor=cursor, render=render)
+
+
+@router.get("/{delivery_id}")
+async def get_delivery(delivery_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
+    """One delivery with all its attempts, oldest first."""
+    row, tried = await operations.read_delivery(db, account.id, delivery_id)
+    return render(row) | {"attempts": [render_attempt(a) for a in tried]}
+
+
+@router.post("/{delivery_id}/retry", status_code=202)
+async def retry_delivery(delivery_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
+    """Send it again now, whatever its status (a new attempt; the count keeps growing)."""
+    return render(await operations.retry_delivery(db, account.id, delivery_id))

@@ -1,0 +1,217 @@
+"""`/v1/webhook-endpoints`: subscribe URLs to events, rotate secrets, test, recover."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from sqlalchemy import Row
+
+from ustun.clock import rfc3339
+from ustun.concurrency import Version, validators
+from ustun.http.errors import ProblemError
+from ustun.service.operations.webhook_events import render_event
+from ustun.service.plumbing.bodies import INTEGRAL_FLOAT
+from ustun.service.plumbing.conditional import Conditions, conditional_get
+from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
+from ustun.service.plumbing.pagination import page
+from ustun.service.resources.text import Text
+from ustun.service.runtime.webhook_runtime import AppSettings, Box
+from ustun.webhooks import operations
+from ustun.webhooks.endpoints import DEFAULT_MAX_IN_FLIGHT
+from ustun.webhooks.patterns import is_pattern
+from ustun.webhooks.tables import endpoints
+
+router = APIRouter(prefix="/v1/webhook-endpoints", tags=["webhooks"])
+PATH = "/v1/webhook-endpoints"
+# Answers that show a signing secret: no cache may keep them (RFC 9111 §5.2.2.5).
+NO_STORE = "no-store"
+
+Events = Annotated[list[str], Field(min_length=1, max_length=100)]
+InFlight = Annotated[StrictInt, Field(ge=1, le=256), INTEGRAL_FLOAT]
+
+
+def _check_patterns(patterns: list[str] | None) -> list[str] | None:
+    bad = [p for p in patterns or () if not is_pattern(p)]
+    if bad:
+        raise ValueError(f"not an event type or wildcard (`payment.*`, `*`): {bad[0]!r}")
+    return patterns
+
+
+class EndpointIn(BaseModel):
+    """The body of `POST /v1/webhook-endpoints`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: Text = Field(max_length=2048)
+    events: Events = Field(default_factory=lambda: ["*"])
+    description: Text = Field(default="", max_length=500)
+    payload: Literal["full", "thin"] = "full"
+    rate_limit: float | None = Field(default=None, gt=0, le=10_000, description="Sends/s.")
+    max_in_flight: InFlight = DEFAULT_MAX_IN_FLIGHT
+
+    _patterns = field_validator("events")(_check_patterns)
+
+
+class EndpointPatch(BaseModel):
+    """The body of `PATCH /v1/webhook-endpoints/{id}`: only the fields to change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: Text | None = Field(default=None, max_length=2048)
+    events: Events | None = None
+    description: Text | None = Field(default=None, max_length=500)
+    payload: Literal["full", "thin"] | None = None
+    rate_limit: float | None = Field(default=None, gt=0, le=10_000)
+    max_in_flight: InFlight | None = None
+    enabled: bool | None = None
+
+    _patterns = field_validator("events")(_check_patterns)
+
+
+class RecoverIn(BaseModel):
+    """The body of `POST …/recover`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    since: datetime
+
+
+def render(row: Row[Any]) -> dict[str, Any]:
+    """The public shape of an endpoint (never its secret)."""
+    return {
+        "id": row.id,
+        "object": "webhook_endpoint",
+        "url": row.url,
+        "description": row.description,
+        "events": json.loads(row.events),
+        "payload": row.payload,
+        "enabled": row.enabled,
+        "disabled_reason": row.disabled_reason,
+        "rate_limit": row.rate_limit,
+        "max_in_flight": row.max_in_flight,
+        "created_at": rfc3339(row.created_at),
+        "updated_at": rfc3339(row.updated_at),
+    }
+
+
+def _respond(response: Response, row: Row[Any]) -> dict[str, Any]:
+    response.headers["etag"] = str(Version.of(row).etag)
+    return render(row)
+
+
+@router.post("", status_code=201)
+async def create_endpoint(
+    body: EndpointIn,
+    account: CurrentAccount,
+    db: DB,
+    box: Box,
+    settings: AppSettings,
+    response: Response,
+) -> dict[str, Any]:
+    """Subscribe a URL; the signing `secret` is in this response and never again."""
+    row, secret = await operations.create_endpoint(
+        db,
+        box,
+        account.id,
+        body.model_dump(exclude_none=True),
+        max_endpoints=settings.max_endpoints,
+        allow_private=settings.webhook_allow_private,
+    )
+    response.headers["location"] = f"{PATH}/{row.id}"
+    response.headers["cache-control"] = NO_STORE
+    return _respond(response, row) | {"secret": str(secret)}
+
+
+@router.get("")
+async def list_endpoints(
+    account: CurrentAccount, db: DB, limit: Limit = DEFAULT_PAGE, cursor: Cursor = None
+) -> dict[str, Any]:
+    """The account's endpoints, newest first."""
+    async with db.read() as conn:
+        return await page(
+            conn,
+            endpoints,
+            where=[endpoints.c.account_id == account.id],
+            limit=limit,
+            cursor=cursor,
+            render=render,
+        )
+
+
+@router.get("/{endpoint_id}", response_model=None)
+async def get_endpoint(
+    endpoint_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
+) -> Response:
+    """One endpoint with its `ETag`; 304 when If-None-Match matches."""
+    row = await operations.read_endpoint(db, account.id, endpoint_id)
+    return conditional_get(request, pre, validators(row), render(row))
+
+
+@router.patch("/{endpoint_id}")
+async def update_endpoint(
+    endpoint_id: str,
+    body: EndpointPatch,
+    account: CurrentAccount,
+    db: DB,
+    settings: AppSettings,
+    response: Response,
+    pre: Conditions,
+) -> dict[str, Any]:
+    """Change the URL, filters, payload, limits; `enabled: false` disables (and logs it)."""
+    change = body.model_dump(exclude_unset=True)
+    nulled = [name for name, value in change.items() if value is None and name != "rate_limit"]
+    if nulled:
+        raise ProblemError(
+            "validation-error",
+            f"Invalid value in body.{nulled[0]}: it cannot be null.",
+            errors=[
+                {"field": f"body.{n}", "message": "cannot be null", "type": "null"} for n in nulled
+            ],
+        )
+    row = await operations.update_endpoint(
+        db, account.id, endpoint_id, change, pre, allow_private=settings.webhook_allow_private
+    )
+    return _respond(response, row)
+
+
+@router.delete("/{endpoint_id}", status_code=204)
+async def delete_endpoint(
+    endpoint_id: str, account: CurrentAccount, db: DB, pre: Conditions
+) -> Response:
+    """Remove the endpoint and, by cascade, its deliveries (the events stay in the log)."""
+    await operations.delete_endpoint(db, account.id, endpoint_id, pre)
+    return Response(status_code=204)
+
+
+@router.post("/{endpoint_id}/rotate-secret")
+async def rotate_secret(
+    endpoint_id: str, account: CurrentAccount, db: DB, box: Box, response: Response
+) -> dict[str, Any]:
+    """A new secret (shown here once); the old one keeps signing for 24 hours."""
+    row, secret = await operations.rotate_secret(db, box, account.id, endpoint_id)
+    response.headers["cache-control"] = NO_STORE
+    return _respond(response, row) | {"secret": str(secret)}
+
+
+@router.post("/{endpoint_id}/test", status_code=202)
+async def send_test(
+    endpoint_id: str, account: CurrentAccount, db: DB, settings: AppSettings
+) -> dict[str, Any]:
+    """Send a `ping` event to this endpoint alone, at most `test_pings_per_minute` a minute."""
+    event = await operations.send_test(
+        db, account.id, endpoint_id, per_minute=settings.test_pings_per_minute
+    )
+    return render_event(event)
+
+
+@router.post("/{endpoint_id}/recover", status_code=202)
+async def recover(
+    endpoint_id: str, body: RecoverIn, account: CurrentAccount, db: DB
+) -> dict[str, Any]:
+    """Re-send every failed or dead delivery of this endpoint created since `since`."""
+    recovered = await operations.recover(db, account.id, endpoint_id, body.since)
+    return {"object": "recovery", "endpoint_id": endpoint_id, "recovered": recovered}

@@ -1,0 +1,2 @@
+"""HTTP plumbing: middleware, bodies, conditional requests, problems, authentication,
+dependencies."""

@@ -1,0 +1,170 @@
+"""Pure-ASGI middleware of the service: request ids, unstorable-URL refusal, authentication."""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import unquote_to_bytes
+
+from starlette.datastructures import MutableHeaders
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ustun import ids, logs
+from ustun.service.plumbing.accounts import Credential, authenticate, hash_key
+from ustun.service.plumbing.auth_failures import FailureLimiter
+from ustun.service.plumbing.problems import problem_response
+from ustun.store import Database
+
+REQUEST_ID_HEADER = "x-request-id"
+
+
+class RequestIdMiddleware:
+    """Give every request an id (`req_…`), echoed in `X-Request-Id` and problem `instance`s."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = ids.new_id("req")
+        scope.setdefault("state", {})["request_id"] = request_id
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = request_id
+            await send(message)
+
+        token = logs.bind_request_id(request_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            logs.reset_request_id(token)
+
+
+class UrlGuardMiddleware:
+    """Refuse (422 `validation-error`) a URL whose path or query holds a NUL character.
+
+    PostgreSQL cannot compare text with NUL in it, so such an id or filter would otherwise
+    fail in the database as a 500 instead of being refused as bad input.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            part = _nul_part(scope)
+            if part is not None:
+                response = problem_response(
+                    Request(scope),
+                    "validation-error",
+                    f"The {part} must not contain the NUL character (%00).",
+                    errors=[{"field": part, "message": "contains NUL (%00)", "type": "nul"}],
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _nul_part(scope: Scope) -> str | None:
+    if "\x00" in scope["path"]:
+        return "path"
+    if b"\x00" in unquote_to_bytes(scope.get("query_string", b"")):
+        return "query"
+    return None
+
+
+# How long a process trusts a key it has checked: a key revoked elsewhere (another process,
+# `ustun keys revoke`) stops working here within this many seconds; here, at once.
+KEY_CACHE_SECONDS = 5.0
+KEY_CACHE_SIZE = 10_000
+
+
+class KeyCache:
+    """Keys this process accepted recently, by their hash, each for `ttl` seconds."""
+
+    def __init__(self, ttl: float = KEY_CACHE_SECONDS, size: int = KEY_CACHE_SIZE) -> None:
+        self.ttl = ttl
+        self.size = size
+        self._entries: dict[str, tuple[Credential, float]] = {}
+
+    def get(self, key_hash: str) -> Credential | None:
+        """The cached credential of a key, if still fresh."""
+        hit = self._entries.get(key_hash)
+        return hit[0] if hit is not None and hit[1] > time.monotonic() else None
+
+    def put(self, key_hash: str, credential: Credential) -> None:
+        """Remember an accepted key."""
+        if len(self._entries) >= self.size:
+            self._entries.clear()
+        self._entries[key_hash] = (credential, time.monotonic() + self.ttl)
+
+    def forget(self, key_id: str) -> None:
+        """Drop a revoked key at once."""
+        for key_hash in [h for h, (c, _) in self._entries.items() if c.key_id == key_id]:
+            del self._entries[key_hash]
+
+
+class AuthMiddleware:
+    """Require `Authorization: Bearer <key>` under `prefix`; put the `Account` in scope state.
+
+    Accepted keys are cached (`KeyCache`), so a hot API does not read the key table per
+    request. A key the cache does not know costs a database read, so an address with too many
+    failed checks gets 429 for those until its window ends; cached keys never pay for that.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        db: Database,
+        *,
+        cache: KeyCache,
+        failures: FailureLimiter,
+        prefix: str = "/v1/",
+    ) -> None:
+        self.app = app
+        self.db = db
+        self.cache = cache
+        self.failures = failures
+        self.prefix = prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
+            await self.app(scope, receive, send)
+            return
+        # The header straight from the scope: no `Request` or `Headers` built for a cache hit.
+        authorization = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+        scheme, _, key = authorization.decode("latin-1").partition(" ")
+        key = key.strip()
+        credential = None
+        if scheme.lower() == "bearer" and key:
+            digest = hash_key(key)
+            credential = self.cache.get(digest)
+            if credential is None:
+                request = Request(scope)
+                host = request.client.host if request.client else None
+                refusal = self.failures.refusal(host)
+                if refusal is not None:
+                    response = problem_response(
+                        request, refusal.slug, refusal.detail, headers=refusal.headers
+                    )
+                    await response(scope, receive, send)
+                    return
+                credential = await authenticate(self.db, key)
+                if credential is None:
+                    self.failures.failed(host)
+                else:
+                    self.cache.put(digest, credential)
+        if credential is None:
+            response = problem_response(
+                Request(scope),
+                "unauthorized",
+                "Missing or unknown API key: send `Authorization: Bearer <key>`.",
+                headers={"www-authenticate": 'Bearer realm="ustun"'},
+            )
+            await response(scope, receive, send)
+            return
+        scope.setdefault("state", {})["account"] = credential.account
+        await self.app(scope, receive, send)

@@ -1,0 +1,2 @@
+"""The reference service's business resources: payments, ledger accounts, transfers,
+documents, reports."""

@@ -1,0 +1,1 @@
+"""What runs beside the routes: the worker, its loops, the secret key."""

@@ -1,0 +1,1 @@
+"""The service's documents: OpenAPI, AsyncAPI, API reference pages, event catalogue."""

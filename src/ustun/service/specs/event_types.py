@@ -1,0 +1,150 @@
+"""The catalogue of webhook event types: one place, with a JSON Schema of each `data`.
+
+`GET /v1/event-types` serves it; OpenAPI `webhooks` and the AsyncAPI document are generated
+from it (`ustun.service.specs.event_docs`), so a new event type is added here and nowhere else.
+Every schema carries a `title`, so that code generators name their models after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_TIMESTAMP = {"type": "string", "format": "date-time"}
+_CURRENCY = {"type": "string", "pattern": "^[A-Z]{3}$"}
+_AMOUNT = {"type": "integer", "minimum": 1}
+
+
+def camel(name: str) -> str:
+    """`payment.succeeded` → `PaymentSucceeded`, `created_at` → `CreatedAt`."""
+    return "".join(part.capitalize() for part in name.replace("_", ".").split("."))
+
+
+def titled_object(
+    title: str,
+    properties: Mapping[str, Mapping[str, Any]],
+    *,
+    required: Sequence[str],
+    description: str = "",
+    closed: bool = False,
+) -> dict[str, Any]:
+    """An object schema titled `title` whose untitled properties get `<title><Property>` titles
+    (a `…Data` title drops its suffix: `PaymentData.status` is `PaymentStatus`)."""
+    prefix = title.removesuffix("Data")
+    schema: dict[str, Any] = {"title": title, "type": "object"}
+    if description:
+        schema["description"] = description
+    schema["required"] = list(required)
+    schema["properties"] = {
+        name: spec if "title" in spec or "$ref" in spec else {"title": prefix + camel(name), **spec}
+        for name, spec in properties.items()
+    }
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
+PAYMENT = titled_object(
+    "PaymentData",
+    {
+        "id": {"type": "string", "pattern": "^pay_"},
+        "object": {"const": "payment"},
+        "amount": _AMOUNT,
+        "currency": _CURRENCY,
+        "order_id": {"type": ["integer", "null"]},
+        "description": {"type": ["string", "null"]},
+        "status": {"enum": ["pending", "succeeded", "failed", "cancelled"]},
+        "created_at": _TIMESTAMP,
+        "updated_at": _TIMESTAMP,
+    },
+    required=["id", "amount", "currency", "status", "created_at", "updated_at"],
+    description="The payment, as `GET /v1/payments/{id}` returns it.",
+)
+
+TRANSFER = titled_object(
+    "TransferData",
+    {
+        "id": {"type": "string", "pattern": "^tr_"},
+        "object": {"const": "transfer"},
+        "from": {"type": "string"},
+        "to": {"type": "string"},
+        "amount": _AMOUNT,
+        "currency": _CURRENCY,
+        "created_at": _TIMESTAMP,
+    },
+    required=["id", "from", "to", "amount", "currency", "created_at"],
+    description="The transfer, as `GET /v1/transfers/{id}` returns it.",
+)
+
+ENDPOINT_DISABLED = titled_object(
+    "EndpointDisabledData",
+    {
+        "id": {"type": "string", "pattern": "^we_"},
+        "object": {"const": "webhook_endpoint"},
+        "url": {"type": "string", "format": "uri"},
+        "reason": {"type": "string"},
+    },
+    required=["id", "url", "reason"],
+    description="The endpoint that was disabled (its registered URL) and why.",
+)
+
+JOB = titled_object(
+    "JobData",
+    {
+        "id": {"type": "string", "pattern": "^job_"},
+        "object": {"const": "job"},
+        "kind": {"type": "string"},
+        "status": {"enum": ["done", "failed"]},
+        "progress": {"type": "integer", "minimum": 0, "maximum": 100},
+        "created_at": _TIMESTAMP,
+        "started_at": {**_TIMESTAMP, "type": ["string", "null"]},
+        "completed_at": {**_TIMESTAMP, "type": ["string", "null"]},
+        "result_url": {"type": ["string", "null"]},
+        "error": {"type": ["object", "null"], "description": "An RFC 9457 problem object."},
+        "cancel_requested": {"type": "boolean"},
+    },
+    required=["id", "kind", "status", "progress", "created_at", "result_url", "error"],
+    description="The job in its final state, as `GET /v1/jobs/{id}` returns it.",
+)
+
+PING = titled_object(
+    "PingData",
+    {"endpoint_id": {"type": "string", "pattern": "^we_"}},
+    required=["endpoint_id"],
+    description="The endpoint the test was sent to.",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class EventType:
+    """One event type: its name, what it means, and the schema of its full `data`.
+
+    `thin`: the event is about an object the API serves, so a `thin` endpoint gets only its
+    `id` and `url`; other events are sent in full to every endpoint.
+    """
+
+    name: str
+    description: str
+    schema: dict[str, Any]
+    thin: bool = True
+
+
+CATALOGUE: tuple[EventType, ...] = (
+    EventType("payment.created", "A payment was created (status `pending`).", PAYMENT),
+    EventType("payment.succeeded", "A pending payment succeeded.", PAYMENT),
+    EventType("payment.failed", "A pending payment failed.", PAYMENT),
+    EventType("payment.cancelled", "A pending payment was cancelled.", PAYMENT),
+    EventType("transfer.completed", "Money moved between two ledger accounts.", TRANSFER),
+    EventType("job.completed", "An asynchronous job finished; `result_url` has its result.", JOB),
+    EventType("job.failed", "An asynchronous job failed; `error` is a problem object.", JOB),
+    EventType(
+        "endpoint.disabled",
+        "A webhook endpoint was disabled (410 Gone, 5 days of failures, or by request).",
+        ENDPOINT_DISABLED,
+        thin=False,
+    ),
+    EventType("ping", "Sent by `POST /v1/webhook-endpoints/{id}/test`.", PING, thin=False),
+)
+
+BY_NAME = {t.name: t for t in CATALOGUE}

@@ -1,0 +1,262 @@
+"""The response shapes of the API as models, for the OpenAPI document (`service/specs/openapi.py`).
+
+Handlers render their JSON themselves (`render()` beside each route); these models only
+describe it, so that generated clients get typed objects. Schemathesis checks every response
+the service sends against them (`tests/e2e/test_schemathesis.py`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
+
+from ustun.http.problem import MEDIA_TYPE
+from ustun.jobs.states import JobStatusValue
+from ustun.webhooks.states import StatusValue
+
+PROBLEM_REF = "#/components/schemas/Problem"
+# Extra members may appear in a later version: clients must ignore what they do not know.
+_OPEN = ConfigDict(extra="allow")
+
+Timestamp = Annotated[datetime, Field(description="RFC 3339, UTC.")]
+Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="ISO 4217 code.")]
+MinorUnits = Annotated[int, Field(description="Integer, in minor units of `currency`.")]
+ProblemOrNull = Annotated[
+    dict[str, Any] | None,
+    WithJsonSchema(
+        {"anyOf": [{"$ref": PROBLEM_REF}, {"type": "null"}], "description": f"A {MEDIA_TYPE}."}
+    ),
+]
+
+
+def _id(prefix: str) -> Any:
+    return Field(pattern=f"^{prefix}_", description=f"`{prefix}_…`")
+
+
+class Payment(BaseModel):
+    """A payment: `pending` until it succeeds, fails or is cancelled."""
+
+    model_config = _OPEN
+
+    id: str = _id("pay")
+    object: Literal["payment"]
+    amount: MinorUnits
+    currency: Currency
+    order_id: int | None
+    description: str | None
+    status: Literal["pending", "succeeded", "failed", "cancelled"]
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class LedgerAccount(BaseModel):
+    """A balance in one currency that transfers move money between."""
+
+    model_config = _OPEN
+
+    id: str = _id("la")
+    object: Literal["ledger_account"]
+    currency: Currency
+    balance: MinorUnits
+    created_at: Timestamp
+
+
+class Transfer(BaseModel):
+    """Money moved from one ledger account to another, in one transaction."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    id: str = _id("tr")
+    object: Literal["transfer"]
+    source: str = Field(alias="from", description="The ledger account debited.")
+    target: str = Field(alias="to", description="The ledger account credited.")
+    amount: MinorUnits
+    currency: Currency
+    created_at: Timestamp
+
+
+class Document(BaseModel):
+    """A document; `version` (and the ETag) changes on every write."""
+
+    model_config = _OPEN
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    object: Literal["document"]
+    title: str
+    body: str
+    version: int
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class Job(BaseModel):
+    """An asynchronous job; poll it (honouring `Retry-After`) or follow its events."""
+
+    model_config = _OPEN
+
+    id: str = _id("job")
+    object: Literal["job"]
+    kind: str
+    status: JobStatusValue
+    progress: int = Field(ge=0, le=100)
+    created_at: Timestamp
+    started_at: Timestamp | None
+    completed_at: Timestamp | None
+    result_url: str | None = Field(description="Where the result is, once the job is done.")
+    error: ProblemOrNull
+    cancel_requested: bool
+
+
+class JobStreamEvent(BaseModel):
+    """One server-sent event of `GET /v1/jobs/{id}/events`: `id` is the job's version."""
+
+    model_config = _OPEN
+
+    id: str = Field(pattern="^[0-9]+$", description="Send it back as `Last-Event-ID`.")
+    event: Literal["status", "progress"]
+    data: str = Field(
+        description="JSON: `{id, status, progress, at}`.",
+        json_schema_extra={"contentMediaType": "application/json"},
+    )
+
+
+class WebhookEndpoint(BaseModel):
+    """A URL subscribed to event types (never with its secret)."""
+
+    model_config = _OPEN
+
+    id: str = _id("we")
+    object: Literal["webhook_endpoint"]
+    url: str
+    description: str
+    events: list[str]
+    payload: Literal["full", "thin"]
+    enabled: bool
+    disabled_reason: str | None
+    rate_limit: float | None = Field(description="Sends per second, or none.")
+    max_in_flight: int
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class WebhookEndpointWithSecret(WebhookEndpoint):
+    """An endpoint as created or rotated: the only answers that show its signing secret."""
+
+    secret: str = Field(description="`whsec_…`: keep it; it is never shown again.")
+
+
+class ApiKey(BaseModel):
+    """An API key of the account, by its prefix: never the key itself."""
+
+    model_config = _OPEN
+
+    id: str = _id("key")
+    object: Literal["api_key"]
+    prefix: str
+    created_at: Timestamp
+    last_used_at: Timestamp | None = Field(description="Updated at most once a minute.")
+    revoked_at: Timestamp | None
+
+
+class ApiKeyWithKey(ApiKey):
+    """A key as created: the only answer that shows it."""
+
+    key: str = Field(description="Send as `Authorization: Bearer <key>`; never shown again.")
+
+
+class Event(BaseModel):
+    """An event of the log, as a receiver gets it (plus `object`)."""
+
+    model_config = _OPEN
+
+    id: str = _id("evt")
+    object: Literal["event"]
+    type: str
+    created_at: Timestamp
+    api_version: str
+    data: dict[str, Any]
+
+
+class Delivery(BaseModel):
+    """One event on its way to one endpoint; `next_attempt_at` is null once settled."""
+
+    model_config = _OPEN
+
+    id: str = _id("dlv")
+    object: Literal["delivery"]
+    endpoint_id: str
+    event_id: str
+    status: StatusValue
+    attempt_count: int
+    next_attempt_at: Timestamp | None
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class DeliveryAttempt(BaseModel):
+    """One attempt: the status code (or the error), latency, the response's first 4 KiB."""
+
+    model_config = _OPEN
+
+    attempted_at: Timestamp
+    status_code: int | None
+    latency_ms: int | None
+    response: str | None
+    error: str | None
+
+
+class DeliveryWithAttempts(Delivery):
+    """A delivery with every attempt, oldest first."""
+
+    attempts: list[DeliveryAttempt]
+
+
+class EventType(BaseModel):
+    """One event type of the catalogue, with the JSON Schema of its `data`."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    name: str
+    description: str
+    data_schema: dict[str, Any] = Field(alias="schema")
+
+
+class Recovery(BaseModel):
+    """How many failed or dead deliveries `recover` queued again."""
+
+    model_config = _OPEN
+
+    object: Literal["recovery"]
+    endpoint_id: str
+    recovered: int
+
+
+class Health(BaseModel):
+    """A probe's answer."""
+
+    model_config = _OPEN
+
+    status: str
+
+
+def page_of(item: type[BaseModel]) -> type[BaseModel]:
+    """The list envelope of `item`: `{"data": [...], "next_cursor": …}`, named `<Item>List`."""
+    name = f"{item.__name__}List"
+    return create_model(
+        name,
+        __config__=ConfigDict(extra="allow", title=name),
+        __doc__=f"A page of {name[:-4]} objects, newest first; pass `next_cursor` as `cursor`.",
+        data=(list[item], ...),  # type: ignore[valid-type]
+        next_cursor=(str | None, Field(description="Null on the last page.")),
+    )
+
+
+PaymentList = page_of(Payment)
+JobList = page_of(Job)
+WebhookEndpointList = page_of(WebhookEndpoint)
+EventList = page_of(Event)
+EventTypeList = page_of(EventType)
+DeliveryList = page_of(Delivery)
+ApiKeyList = page_of(ApiKey)
