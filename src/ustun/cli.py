@@ -21,7 +21,7 @@ import uvicorn
 
 from ustun import logs, preflight
 from ustun.clock import rfc3339
-from ustun.http.signature import Secret
+from ustun.http.signature import verifier
 from ustun.service import create_app, secret_keys
 from ustun.service.accounts import (
     DEFAULT_ACCOUNT,
@@ -252,7 +252,8 @@ def rotate_key() -> None:
 
 
 def _listen_secret(option: str | None, settings: Settings) -> str:
-    """The signing secret from `--secret` (`-`: one line of standard input) or the environment."""
+    """The signing secret or public key from `--secret` (`-`: one line of standard input) or the
+    environment."""
     if option == "-":
         text = sys.stdin.readline().strip()
     elif option:
@@ -265,7 +266,7 @@ def _listen_secret(option: str | None, settings: Settings) -> str:
             param_hint="--secret",
         )
     try:
-        Secret.parse(text)
+        verifier(text)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--secret") from None
     return text
@@ -276,9 +277,10 @@ def listen(
     secret: Annotated[
         str | None,
         typer.Option(
-            help="The endpoint's signing secret (whsec_…), or `-` to read it from standard "
-            "input. Default: USTUN_LISTEN_SECRET. A secret given here is visible in the process "
-            "list to every user of the machine; prefer the environment or `-`.",
+            help="The endpoint's signing secret (whsec_…) or, for an ed25519 endpoint, its "
+            "public key (whpk_…); `-` reads it from standard input. Default: "
+            "USTUN_LISTEN_SECRET. A secret given here is visible in the process list to every "
+            "user of the machine; prefer the environment or `-`.",
             show_default=False,
         ),
     ] = None,

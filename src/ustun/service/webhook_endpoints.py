@@ -31,7 +31,7 @@ from ustun.service.webhook_events import render_event
 from ustun.service.webhook_runtime import AppSettings, Box
 from ustun.store import Database, UnitOfWork
 from ustun.webhooks import endpoints as ops
-from ustun.webhooks import quotas
+from ustun.webhooks import quotas, signing
 from ustun.webhooks.addresses import url_refusal
 from ustun.webhooks.outbox import PING, emit, wake
 from ustun.webhooks.patterns import is_pattern
@@ -66,6 +66,11 @@ class EndpointIn(BaseModel):
     payload: Literal["full", "thin"] = "full"
     rate_limit: float | None = Field(default=None, gt=0, le=10_000, description="Sends/s.")
     max_in_flight: InFlight = ops.DEFAULT_MAX_IN_FLIGHT
+    signature: signing.Scheme = Field(
+        default=signing.HMAC_SHA256,
+        description="`hmac-sha256`: `v1` signatures under the `secret` in the answer; "
+        "`ed25519`: `v1a` signatures, verified with the `public_key` in the answer.",
+    )
 
     _patterns = field_validator("events")(_check_patterns)
 
@@ -107,6 +112,8 @@ def render(row: Row[Any]) -> dict[str, Any]:
         "disabled_reason": row.disabled_reason,
         "rate_limit": row.rate_limit,
         "max_in_flight": row.max_in_flight,
+        "signature": row.signature,
+        "public_key": row.public_key,
         "created_at": rfc3339(row.created_at),
         "updated_at": rfc3339(row.updated_at),
     }
@@ -182,7 +189,7 @@ async def create_endpoint(
     settings: AppSettings,
     response: Response,
 ) -> dict[str, Any]:
-    """Subscribe a URL; the signing `secret` is in this response and never again."""
+    """Subscribe a URL; an HMAC signing `secret` is in this response and never again."""
     _check_url(body.url, settings.webhook_allow_private)
     async with db.unit_of_work() as uow:
         await quotas.reserve_endpoint(uow.conn, account.id, settings.max_endpoints)
@@ -192,7 +199,7 @@ async def create_endpoint(
         row = await _load(uow.conn, account.id, endpoint_id)
     response.headers["location"] = f"{PATH}/{endpoint_id}"
     response.headers["cache-control"] = NO_STORE
-    return _respond(response, row) | {"secret": str(secret)}
+    return _respond(response, row) | signing.shown(secret)
 
 
 @router.get("")
@@ -272,12 +279,12 @@ async def delete_endpoint(
 async def rotate_secret(
     endpoint_id: str, account: CurrentAccount, db: DB, box: Box, response: Response
 ) -> dict[str, Any]:
-    """A new secret (shown here once); the old one keeps signing for 24 hours."""
+    """A new secret (shown here once) or ed25519 key pair; the old one keeps signing for 24 h."""
     async with db.unit_of_work() as uow:
         secret = await ops.rotate(uow, box, await _load(uow.conn, account.id, endpoint_id))
         row = await _load(uow.conn, account.id, endpoint_id)
     response.headers["cache-control"] = NO_STORE
-    return _respond(response, row) | {"secret": str(secret)}
+    return _respond(response, row) | signing.shown(secret)
 
 
 @router.post("/{endpoint_id}/test", status_code=202)

@@ -3,7 +3,7 @@
 Importing this package loads only pure modules, so a receiver needs nothing but ustun itself:
 
     from ustun.webhooks import verify
-    event = verify("whsec_…", request.headers, raw_body)
+    event = verify("whsec_…", request.headers, raw_body)   # or the `whpk_…` of an ed25519 endpoint
 
 The provider (outbox, dispatcher) and the Starlette receiver live in submodules that need
 `ustun[server]`: `ustun.webhooks.outbox`, `.dispatcher`, `.receiver`.
@@ -16,12 +16,13 @@ from ustun.http.errors import (
     SignatureError,
     TimestampOutOfRange,
 )
-from ustun.http.signature import Secret
+from ustun.http.signature import PublicKey, Secret
 from ustun.webhooks.verify import verify
 
 __all__ = [
     "InvalidSignature",
     "MissingHeaders",
+    "PublicKey",
     "RepeatedHeaders",
     "Secret",
     "SignatureError",

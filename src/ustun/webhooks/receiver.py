@@ -27,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from ustun.http.errors import RepeatedHeaders, SignatureError
 from ustun.http.problem import MEDIA_TYPE, encode, problem
-from ustun.http.signature import DEFAULT_TOLERANCE, Secret
+from ustun.http.signature import DEFAULT_TOLERANCE, PublicKey, Secret, Verifier
 from ustun.webhooks.inbox import Inbox
 from ustun.webhooks.patterns import matches
 from ustun.webhooks.verify import verify_delivery
@@ -45,14 +45,14 @@ class WebhookReceiver:
 
     def __init__(
         self,
-        secret: Secret | str | Iterable[Secret | str],
+        secret: Verifier | str | Iterable[Verifier | str],
         *,
         inbox: Inbox,
         tolerance: float = DEFAULT_TOLERANCE,
         attempts: int = DEFAULT_ATTEMPTS,
         backoff: float = DEFAULT_BACKOFF,
     ) -> None:
-        self.secrets = [secret] if isinstance(secret, Secret | str) else list(secret)
+        self.secrets = [secret] if isinstance(secret, Secret | PublicKey | str) else list(secret)
         self.inbox = inbox
         self.tolerance = tolerance
         self.attempts = attempts

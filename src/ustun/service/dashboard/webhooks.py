@@ -191,11 +191,12 @@ async def set_enabled(
 
 @router.post("/endpoints/{endpoint_id}/rotate")
 async def rotate(request: Request, who: Posting, endpoint_id: str) -> Response:
-    """Rotate the signing secret and show the new one, this once."""
+    """Rotate the signing key and show a new HMAC secret, this once (an ed25519 endpoint's new
+    public key is on the page)."""
     rotated = await endpoints_api.rotate_secret(
         endpoint_id, who.account, _db(request), request.app.state.secret_box, Response()
     )
-    shown = await _endpoint_page(request, who, endpoint_id, secret=rotated["secret"])
+    shown = await _endpoint_page(request, who, endpoint_id, secret=rotated.get("secret"))
     shown.headers["cache-control"] = endpoints_api.NO_STORE
     return shown
 
