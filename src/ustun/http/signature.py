@@ -87,7 +87,7 @@ class Secret:
 
 def _decode(text: str, prefix: str, what: str) -> bytes:
     """The bytes of `<prefix><base64>` (the prefix and the base64 padding are optional)."""
-    encoded = text.strip().removeprefix(prefix)
+    encoded = text.strip().removeprefix(prefix).strip()
     try:
         return base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
     except (binascii.Error, ValueError):
