@@ -85,12 +85,16 @@ async def test_since_starts_the_feed_at_a_time(
     cut = datetime.now(UTC)
     later = await _emit(db, api_key, "payment.succeeded")
     await _feed_soon(client, later, since=cut.isoformat(), limit=10)
-    naive = (cut - timedelta(hours=1)).replace(tzinfo=None).isoformat()
-    assert len((await _feed(client, since=naive, limit=10))[0]) == 2
+    earlier = (cut - timedelta(hours=1)).isoformat()
+    assert len((await _feed(client, since=earlier, limit=10))[0]) == 2
+    for not_rfc3339 in ("0.5", cut.date().isoformat(), cut.replace(tzinfo=None).isoformat()):
+        refused = await client.get("/v1/events", params={"since": not_rfc3339})
+        assert refused.status_code == 422, not_rfc3339
+        assert refused.json()["errors"][0]["field"] == "query.since"
 
 
 async def test_a_cursor_it_did_not_make_is_a_problem(client: httpx.AsyncClient) -> None:
-    for bad in ("evc_nope", "pay_123", "evc_" + "A" * 30):
+    for bad in ("evc_nope", "pay_123", "evc_" + "f" * 32):
         refused = await client.get("/v1/events", params={"after": bad})
         assert refused.status_code == 400, bad
         assert refused.headers["content-type"] == "application/problem+json"

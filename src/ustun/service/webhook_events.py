@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import re
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from pydantic import BeforeValidator
 from sqlalchemy import Row, select
 
 from ustun.clock import rfc3339
@@ -26,11 +28,27 @@ After = Annotated[
         max_length=64,
         description="Read the feed (oldest first, commit-safe): a `next_cursor` of an earlier "
         "feed page, or `0` for the beginning. Never skips an event that commits later.",
+        # Documented, checked by `_position` (a 400 `event-cursor-invalid`, not a 422).
+        json_schema_extra={"pattern": f"^0$|{feed.CURSOR_PATTERN}"},
     ),
 ]
+# An RFC 3339 date-time with its offset (§5.6): what the schema's `date-time` says, where
+# pydantic alone would also take a date, a naive time or Unix seconds.
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
+)
+
+
+def _rfc3339_text(value: object) -> object:
+    if isinstance(value, str) and not _RFC3339.fullmatch(value):
+        raise ValueError("expected an RFC 3339 date-time with an offset, e.g. 2026-12-01T00:00:00Z")
+    return value
+
+
 Since = Annotated[
     datetime | None,
-    Query(description="Read the feed from the events created at or after this time."),
+    BeforeValidator(_rfc3339_text),
+    Query(description="Read the feed from the events created at or after this time (RFC 3339)."),
 ]
 
 
@@ -63,7 +81,7 @@ async def list_events(
         where.append(events.c.type == type)
     if after is not None or since is not None:
         if since is not None:
-            where.append(events.c.created_at >= _utc(since))
+            where.append(events.c.created_at >= since)
         async with db.read() as conn:
             found = await feed.read(conn, where, after=_position(after), limit=limit)
         return {"data": [render_event(r) for r in found.rows], "next_cursor": found.next.cursor}
@@ -84,10 +102,6 @@ def _position(after: str | None) -> feed.Position:
             "event-cursor-invalid",
             "`after` must be a `next_cursor` of an earlier feed page of /v1/events, or `0`.",
         ) from None
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 @router.get("/v1/events/{event_id}")

@@ -17,9 +17,7 @@ The horizon is read before the page, so the page's snapshot sees every event bel
 
 from __future__ import annotations
 
-import base64
-import binascii
-import struct
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +28,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ustun.webhooks.tables import events
 
 CURSOR_PREFIX = "evc_"
-_PACKED = struct.Struct(">QQ")
+# A cursor: the prefix, then `txid` and `seq` as 16 hex digits each. Both are PostgreSQL
+# `bigint`s (at most 2**63 - 1), so the first digit of each is 0-7: every string this matches
+# is a position, and the API's schema can say exactly which strings it takes.
+CURSOR_PATTERN = f"^{CURSOR_PREFIX}[0-7][0-9a-f]{{15}}[0-7][0-9a-f]{{15}}$"
+_CURSOR = re.compile(CURSOR_PATTERN)
 _MAX_SEQ = 2**63 - 1
 _PG_HORIZON = text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
 
@@ -45,21 +47,15 @@ class Position:
     @property
     def cursor(self) -> str:
         """The opaque cursor a client sends back as `after`."""
-        packed = _PACKED.pack(self.txid, self.seq)
-        return CURSOR_PREFIX + base64.urlsafe_b64encode(packed).decode().rstrip("=")
+        return f"{CURSOR_PREFIX}{self.txid:016x}{self.seq:016x}"
 
     @classmethod
     def parse(cls, cursor: str) -> Position:
         """The position of a cursor this module made; `ValueError` for anything else."""
-        encoded = cursor.removeprefix(CURSOR_PREFIX)
-        try:
-            packed = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
-            txid, seq = _PACKED.unpack(packed)
-        except (binascii.Error, ValueError, struct.error):
-            raise ValueError("not an event cursor") from None
-        if not cursor.startswith(CURSOR_PREFIX) or txid > _MAX_SEQ or seq > _MAX_SEQ:
+        if not _CURSOR.fullmatch(cursor):
             raise ValueError("not an event cursor")
-        return cls(txid, seq)
+        digits = cursor.removeprefix(CURSOR_PREFIX)
+        return cls(int(digits[:16], 16), int(digits[16:], 16))
 
 
 START = Position(0, 0)
