@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 from support import in_background
 from ustun import jobs
 from ustun.errors import TransientError
+from ustun.service.job_loops import job_kinds
+from ustun.settings import Settings
 from ustun.store import Database
 
 T = TypeVar("T")
@@ -81,7 +83,9 @@ async def eventually(
 
 
 def running(db: Database, **options: Any) -> AbstractAsyncContextManager[jobs.Runner]:
-    """A job runner working in the background of this test's event loop."""
+    """A job runner working in the background of this test's event loop (by default running
+    the service's job kinds, these among them)."""
+    options.setdefault("kinds", job_kinds(Settings()))
     options.setdefault("poll_interval", 0.1)
     options.setdefault("retry_base", 0.05)
     return in_background(jobs.Runner(db, **options))

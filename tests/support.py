@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -140,8 +140,15 @@ class UstunProcess:
     """`ustun <args>` as a subprocess with its own environment, output captured to a file."""
 
     def __init__(
-        self, args: list[str], env: dict[str, str], log_path: Path, *, stdin: bytes | None = None
+        self,
+        args: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        *,
+        stdin: bytes | None = None,
+        program: Sequence[str] = (USTUN,),
     ) -> None:
+        self.program = list(program)
         self.args = args
         self.env = {**os.environ, **env}
         self.log_path = log_path
@@ -152,7 +159,7 @@ class UstunProcess:
         log = self.log_path.open("ab")
         piped = None if self.stdin is None else subprocess.PIPE
         self.proc = subprocess.Popen(
-            [USTUN, *self.args], env=self.env, stdin=piped, stdout=log, stderr=log
+            [*self.program, *self.args], env=self.env, stdin=piped, stdout=log, stderr=log
         )
         if self.proc.stdin is not None and self.stdin is not None:
             self.proc.stdin.write(self.stdin)
@@ -180,14 +187,25 @@ class UstunProcess:
 
 
 class Server(UstunProcess):
-    """`ustun serve` on a free port; `start()` returns once `/healthz` answers."""
+    """`ustun serve` on a free port; `start()` returns once `/healthz` answers.
 
-    def __init__(self, database_url: str, log_path: Path, *extra: str, **env: str) -> None:
+    `program` runs instead of `ustun` (a test-support script that installs a hook, then serves).
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        log_path: Path,
+        *extra: str,
+        program: Sequence[str] = (USTUN,),
+        **env: str,
+    ) -> None:
         self.port = free_port()
         super().__init__(
             ["serve", "--port", str(self.port), *extra],
             {"USTUN_DATABASE_URL": database_url, **env},
             log_path,
+            program=program,
         )
         self.base_url = f"http://127.0.0.1:{self.port}"
 

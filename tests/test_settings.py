@@ -1,11 +1,25 @@
-"""`ustun.settings`: the public URL a thin webhook's `data.url` is built on."""
+"""`ustun.settings`: defaults from `ustun.defaults`, and the public URL a thin webhook's `data.url`
+is built on."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
+from ustun import defaults
 from ustun.settings import Settings
+
+VALUED = sorted(
+    name for name, field in Settings.model_fields.items() if field.default not in (None, "", False)
+)
+
+
+@pytest.mark.parametrize("name", VALUED)
+def test_every_default_is_named_in_ustun_defaults(name: str) -> None:
+    value = getattr(defaults, f"DEFAULT_{name.upper()}")
+    if isinstance(value, tuple):  # a list setting: comma-separated in the environment
+        value = ",".join(str(item) for item in value)
+    assert Settings.model_fields[name].default == value
 
 
 def test_the_public_url_defaults_to_where_the_service_listens() -> None:

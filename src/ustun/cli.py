@@ -23,7 +23,8 @@ import uvicorn
 
 from ustun import logs, preflight
 from ustun.clock import rfc3339
-from ustun.http.errors import ClientError
+from ustun.defaults import DEFAULT_HOST
+from ustun.http.errors import ClientError, TablesMissing
 from ustun.http.signature import verifier
 from ustun.service import create_app, secret_keys
 from ustun.service.accounts import (
@@ -40,7 +41,7 @@ from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
 from ustun.settings import Settings, reveal
 from ustun.store import Database
-from ustun.store.migrate import TablesMissing, check_current, upgrade
+from ustun.store.migrate import check_current, upgrade
 from ustun.webhooks import handlers as webhook_handlers
 from ustun.webhooks.inbox import DatabaseInbox
 from ustun.webhooks.listen import app as listen_app
@@ -293,7 +294,7 @@ def listen(
         ),
     ] = None,
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 9000,
-    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = DEFAULT_HOST,
 ) -> None:
     """Receive webhooks locally: verify each one and print it."""
     settings = _settings()

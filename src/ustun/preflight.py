@@ -1,8 +1,8 @@
 """What every command checks before it changes anything, and the message for each mistake.
 
 A configuration mistake becomes a `ConfigError` (or the `SchemaOutOfDate` / `SecretKeyError`
-its own module raises): one or two lines naming the setting and the fix, never a secret's
-value. `ustun.cli.main` prints them and exits with `EXIT_CONFIG`.
+that `store.migrate` / `webhooks.secretbox` raise): one or two lines naming the setting and
+the fix, never a secret's value. `ustun.cli.main` prints them and exits with `EXIT_CONFIG`.
 """
 
 from __future__ import annotations
@@ -15,21 +15,15 @@ from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from ustun.http.errors import UstunError
+from ustun.http.errors import ConfigError, SchemaOutOfDate, SecretKeyError
 from ustun.settings import Settings
 from ustun.store import Database
-from ustun.store.migrate import SchemaOutOfDate
-from ustun.webhooks.secretbox import SecretKeyError
 
 EXIT_CONFIG = 2
 _PG_DEFAULT_PORT = 5432
 # SQLSTATEs of a refused connection (PostgreSQL Appendix A): no such database, who you are.
 _NO_SUCH_DATABASE = "3D000"
 _AUTH_FAILED = ("28000", "28P01")
-
-
-class ConfigError(UstunError):
-    """A setting that keeps ustun from starting; `str()` says which one and how to fix it."""
 
 
 REFUSALS = (ConfigError, SchemaOutOfDate, SecretKeyError)

@@ -8,29 +8,29 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ustun.defaults import (
+    DEFAULT_AUTH_FAILURE_LIMIT,
+    DEFAULT_AUTH_FAILURE_WINDOW,
+    DEFAULT_DATABASE_URL,
+    DEFAULT_HOST,
+    DEFAULT_IDEMPOTENCY_LEASE,
+    DEFAULT_IDEMPOTENCY_TTL,
+    DEFAULT_JOB_LEASE,
+    DEFAULT_JOB_POLL_INTERVAL,
+    DEFAULT_JOB_RETENTION,
+    DEFAULT_JOB_RETRY_BASE,
+    DEFAULT_LOG_LEVEL,
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_ENDPOINTS,
+    DEFAULT_PORT,
+    DEFAULT_SIGNATURE_TOLERANCE,
+    DEFAULT_TEST_PINGS_PER_MINUTE,
+    DEFAULT_WEBHOOK_LEASE,
+    DEFAULT_WEBHOOK_RETRY_SCHEDULE,
+    DEFAULT_WEBHOOK_TIMEOUT,
+)
 from ustun.store.engine import async_url
 
-DEFAULT_DATABASE_URL = "sqlite:///./ustun.db"
-DEFAULT_IDEMPOTENCY_TTL = 86_400
-DEFAULT_IDEMPOTENCY_LEASE = 30
-DEFAULT_WEBHOOK_RETRY_SCHEDULE = (5, 300, 1_800, 7_200, 18_000, 36_000, 50_400, 72_000, 86_400)
-DEFAULT_WEBHOOK_TIMEOUT = 15
-DEFAULT_SIGNATURE_TOLERANCE = 300
-DEFAULT_JOB_LEASE = 30
-DEFAULT_JOB_POLL_INTERVAL = 1.0
-DEFAULT_JOB_MAX_ATTEMPTS = 5
-DEFAULT_JOB_RETRY_BASE = 2.0
-DEFAULT_JOB_RETENTION = 7 * 86_400
-# The largest request body the service reads, in bytes (1 MiB); larger ones get 413.
-DEFAULT_MAX_BODY = 1_048_576
-# A worker holds claimed webhook deliveries this long before another worker may take them over.
-DEFAULT_WEBHOOK_LEASE = 60
-# Per-account quotas: webhook endpoints an account may have, and test pings it may send a minute.
-DEFAULT_MAX_ENDPOINTS = 100
-DEFAULT_TEST_PINGS_PER_MINUTE = 10
-# Failed dashboard logins and bearer checks one client address may make in one window.
-DEFAULT_AUTH_FAILURE_LIMIT = 20
-DEFAULT_AUTH_FAILURE_WINDOW = 60
 MIN_SECRET_KEY_LENGTH = 32
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -46,8 +46,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="USTUN_", extra="ignore")
 
     database_url: str = DEFAULT_DATABASE_URL
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=0, le=65_535)
+    host: str = DEFAULT_HOST
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65_535)
     # The service's URL as receivers reach it (behind a proxy: the proxy's); see `public_base_url`.
     public_url: str | None = None
     idempotency_ttl: float = Field(default=DEFAULT_IDEMPOTENCY_TTL, gt=0)
@@ -66,7 +66,7 @@ class Settings(BaseSettings):
     listen_secret: SecretStr | None = None
     # `ustun reconcile`'s API key at the provider, kept off the command line likewise.
     reconcile_api_key: SecretStr | None = None
-    log_level: str = "info"
+    log_level: str = DEFAULT_LOG_LEVEL
     job_lease: float = Field(default=DEFAULT_JOB_LEASE, gt=0)
     job_poll_interval: float = Field(default=DEFAULT_JOB_POLL_INTERVAL, gt=0)
     job_retry_base: float = Field(default=DEFAULT_JOB_RETRY_BASE, ge=0)

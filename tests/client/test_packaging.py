@@ -42,7 +42,10 @@ def _imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize(
     ("layer", "allowed"),
-    [("client", ("ustun.http", "ustun.client", "httpx")), ("http", ("ustun.http",))],
+    [
+        ("client", ("ustun.defaults", "ustun.http", "ustun.client", "httpx")),
+        ("http", ("ustun.defaults", "ustun.http")),
+    ],
 )
 def test_a_layer_imports_only_what_it_may(layer: str, allowed: tuple[str, ...]) -> None:
     for path in (PACKAGE / layer).rglob("*.py"):
@@ -53,3 +56,7 @@ def test_a_layer_imports_only_what_it_may(layer: str, allowed: tuple[str, ...]) 
             assert any(name == a or name.startswith(f"{a}.") for a in allowed), (
                 f"{path.name} imports {name}"
             )
+
+
+def test_the_defaults_import_nothing_so_that_every_layer_may_import_them() -> None:
+    assert _imports(PACKAGE / "defaults.py") <= {"__future__"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import subprocess
+import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,6 +23,8 @@ pytestmark = pytest.mark.e2e
 KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 PAYMENT = {"amount": 4200, "currency": "EUR", "order_id": 7}
 CRASH_KEY = "crash-transfer-1"
+# `ustun serve` whose transfers hold between their debit and their credit.
+PAUSED_SERVE = Path(__file__).parent.parent / "paused_serve.py"
 
 
 def first_key(server: Server) -> str:
@@ -129,8 +132,7 @@ def test_kill_9_mid_transfer_then_retry_applies_it_exactly_once(
     crashing = Server(
         empty_database_url,
         tmp_path / "serve1.log",
-        USTUN_FAULT_PAUSE="transfer",
-        USTUN_FAULT_SIGNAL=str(signal_file),
+        program=[sys.executable, str(PAUSED_SERVE), str(signal_file)],
         **lease,
     ).start()
     api_key = first_key(crashing)

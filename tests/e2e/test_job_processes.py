@@ -6,6 +6,7 @@ import asyncio
 import csv
 import io
 import json
+import os
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -28,7 +29,8 @@ WORKER_ENV = {
     "USTUN_JOB_LEASE": "2",
     "USTUN_JOB_POLL_INTERVAL": "0.2",
     "USTUN_JOB_MODULES": "job_kinds",
-    "PYTHONPATH": TESTS,
+    # The test kinds, then the tree under test.
+    "PYTHONPATH": os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")])),
 }
 
 

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ustun.http.backoff import (
     ATTEMPTS,
+    FULL_JITTER,
     IDEMPOTENT_METHODS,
+    NO_JITTER,
     RETRY_STATUSES,
+    TWENTY_PERCENT_JITTER,
     Backoff,
     Decision,
+    Jitter,
+    backoff,
     decide,
 )
 
@@ -42,6 +49,46 @@ def test_a_delay_is_within_zero_and_the_capped_exponential(
 def test_full_jitter_spans_the_whole_range(backoff: Backoff, retry: int) -> None:
     assert backoff.delay(retry, rand=lambda: 0.0) == 0
     assert backoff.delay(retry, rand=lambda: 1.0) == backoff.ceiling(retry)
+
+
+jitters = st.sampled_from([FULL_JITTER, TWENTY_PERCENT_JITTER, NO_JITTER])
+bases = st.floats(0, 1e5, allow_nan=False)
+
+
+@given(st.integers(1, 10_000), bases, st.floats(0, 1e6, allow_nan=False), jitters, unit)
+def test_backoff_is_the_capped_exponential_times_a_factor_from_the_jitter(
+    retry: int, base: float, cap: float, jitter: Jitter, r: float
+) -> None:
+    ceiling = min(cap, base * 2 ** min(retry - 1, 64))
+    low, high = jitter
+    wait = backoff(retry, base=base, cap=cap, jitter=jitter, rand=lambda: r)
+    assert ceiling * low <= wait <= ceiling * high
+    assert backoff(retry, base=base, cap=cap, jitter=jitter, rand=lambda: 0.0) == ceiling * low
+
+
+@given(bases, jitters, unit)
+def test_the_first_retry_waits_base_itself_jittered(base: float, jitter: Jitter, r: float) -> None:
+    low, high = jitter
+    assert backoff(base=base, jitter=jitter, rand=lambda: r) == base * (low + (high - low) * r)
+
+
+@given(backoffs, st.integers(1, 10_000), unit)
+def test_the_client_policy_waits_what_backoff_says(policy: Backoff, retry: int, r: float) -> None:
+    expected = backoff(retry, base=policy.base, cap=policy.cap, rand=lambda: r)
+    assert policy.delay(retry, rand=lambda: r) == expected
+
+
+@given(st.integers(1, 60), bases)
+def test_without_jitter_the_wait_doubles_from_base(retry: int, base: float) -> None:
+    assert backoff(retry, base=base, jitter=NO_JITTER) == base * 2 ** (retry - 1)
+
+
+def test_twenty_percent_jitter_draws_like_random_uniform() -> None:
+    """Same seed, same waits as `base * rng.uniform(0.8, 1.2)` (the schedules' former draw)."""
+    ours, theirs = random.Random(7), random.Random(7)
+    for base in (5.0, 300.0, 86_400.0):
+        wait = backoff(base=base, jitter=TWENTY_PERCENT_JITTER, rand=ours.random)
+        assert wait == base * theirs.uniform(0.8, 1.2)
 
 
 @given(backoffs, st.integers(1, 60))

@@ -2,12 +2,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ustun.http.idempotency_key import (
-    MAX_LENGTH,
-    IdempotencyKey,
-    InvalidIdempotencyKey,
-    parse_idempotency_key,
-)
+from ustun.errors import InvalidIdempotencyKey
+from ustun.http.idempotency_key import MAX_LENGTH, IdempotencyKey, parse_idempotency_key
 
 UUID = "8e03978e-40d5-43e8-bc93-6894a57f9324"
 

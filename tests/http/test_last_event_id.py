@@ -2,7 +2,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ustun.http.last_event_id import LIMIT, InvalidLastEventId, parse_last_event_id
+from ustun.errors import InvalidLastEventId
+from ustun.http.last_event_id import LIMIT, parse_last_event_id
 
 
 @pytest.mark.parametrize(

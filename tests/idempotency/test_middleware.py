@@ -13,10 +13,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
+from ustun.errors import SecretKeyError
 from ustun.idempotency import Found, IdempotencyMiddleware, RecordStore, idempotency
 from ustun.idempotency.middleware import account_scope
 from ustun.idempotency.sealing import context
-from ustun.webhooks.secretbox import SecretBox, SecretKeyError
+from ustun.webhooks.secretbox import SecretBox
 
 
 class Item(BaseModel):

@@ -21,7 +21,7 @@ LEGAL = {
 
 @pytest.mark.parametrize(("current", "target"), sorted(LEGAL))
 def test_legal_transitions(current: str, target: str) -> None:
-    assert states.check(current, target) == target
+    assert states.transition(current, target) == target
 
 
 @pytest.mark.parametrize(
@@ -30,7 +30,7 @@ def test_legal_transitions(current: str, target: str) -> None:
 )
 def test_illegal_transitions_raise_state_conflict(current: str, target: str) -> None:
     with pytest.raises(IllegalTransition) as raised:
-        states.check(current, target)
+        states.transition(current, target)
     assert raised.value.slug == "state-conflict"
     assert current in raised.value.detail
 
@@ -41,4 +41,4 @@ def test_final_states_are_the_ones_without_exits() -> None:
 
 def test_unknown_status_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown job status"):
-        states.check_known("running")
+        states.known("running")

@@ -13,7 +13,8 @@ import pytest
 from job_kinds import eventually, finished, running
 from ustun import clock, jobs
 from ustun.jobs import wakeup
-from ustun.jobs.queue import _PG_INSERT
+from ustun.jobs.adapters.postgres import CHANNEL, INSERT, PostgresJobStore
+from ustun.jobs.store import JobListener
 from ustun.store import Database
 
 
@@ -27,10 +28,11 @@ async def pg(own_postgresql_url: str) -> AsyncIterator[Database]:
 
 
 @pytest.fixture
-async def listener(pg: Database) -> AsyncIterator[wakeup.Listener]:
+async def listener(pg: Database) -> AsyncIterator[JobListener]:
     """A connected listener (not yet waiting)."""
     wake, stopping = asyncio.Event(), asyncio.Event()
-    listening = wakeup.Listener(pg, wake)
+    listening = PostgresJobStore(pg).listener(wake)
+    assert listening is not None
     task = asyncio.create_task(listening.run(stopping))
     await asyncio.wait_for(wake.wait(), 10)  # set once it listens
     try:
@@ -43,12 +45,12 @@ async def listener(pg: Database) -> AsyncIterator[wakeup.Listener]:
 async def _notifications(pg: Database) -> tuple[asyncpg.Connection, list[Any]]:
     seen: list[Any] = []
     conn = await asyncpg.connect(pg.dsn)
-    await conn.add_listener(wakeup.CHANNEL, lambda *args: seen.append(args))
+    await conn.add_listener(CHANNEL, lambda *args: seen.append(args))
     return conn, seen
 
 
 async def test_enqueues_notify_only_while_a_worker_waits(
-    pg: Database, listener: wakeup.Listener
+    pg: Database, listener: JobListener
 ) -> None:
     kind = f"unclaimed-{uuid.uuid4().hex[:10]}"
     conn, seen = await _notifications(pg)
@@ -73,14 +75,14 @@ async def test_enqueues_notify_only_while_a_worker_waits(
 
 
 async def test_a_registration_commits_after_the_enqueues_that_could_miss_it(
-    pg: Database, listener: wakeup.Listener
+    pg: Database, listener: JobListener
 ) -> None:
     now = clock.now()
     conn = await asyncpg.connect(pg.dsn)
     try:
         async with conn.transaction():
             job_id = f"job_{uuid.uuid4().hex}"
-            await conn.execute(_PG_INSERT, job_id, None, "unclaimed", "{}", 1, now, now)
+            await conn.execute(INSERT, job_id, None, "unclaimed", "{}", 1, now, now)
             registering = asyncio.create_task(listener.idle())
             await asyncio.sleep(0.3)
             assert not registering.done()  # it waits for this enqueue to commit
@@ -92,10 +94,10 @@ async def test_a_registration_commits_after_the_enqueues_that_could_miss_it(
 async def test_an_idle_worker_is_woken_by_another_process_enqueue(
     pg: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def elsewhere() -> None:
+    def elsewhere() -> None:
         """This process's runners hear nothing: as if another process enqueued."""
 
-    monkeypatch.setattr(wakeup, "wake_local", elsewhere)
+    monkeypatch.setattr(wakeup.doorbell, "ring", elsewhere)
     async with running(pg, poll_interval=60.0) as runner:
 
         async def waiting() -> bool:
@@ -111,10 +113,10 @@ async def test_an_idle_worker_is_woken_by_another_process_enqueue(
 async def test_a_worker_that_claims_a_full_batch_stops_asking_for_notifications(
     pg: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def elsewhere() -> None:
+    def elsewhere() -> None:
         """As if another process enqueued."""
 
-    monkeypatch.setattr(wakeup, "wake_local", elsewhere)
+    monkeypatch.setattr(wakeup.doorbell, "ring", elsewhere)
     async with running(pg, concurrency=2, poll_interval=60.0) as runner:
 
         async def waiting() -> bool:

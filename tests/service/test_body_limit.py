@@ -13,8 +13,9 @@ import pytest
 
 from local_servers import ThreadedServer
 from support import problem_of
+from ustun.defaults import DEFAULT_MAX_BODY
 from ustun.service import create_app
-from ustun.settings import DEFAULT_MAX_BODY, Settings
+from ustun.settings import Settings
 
 LIMIT = 4_096
 CHUNK = 512

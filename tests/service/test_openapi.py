@@ -19,7 +19,8 @@ from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
 from referencing.jsonschema import DRAFT202012
 
 from support import schema_validators
-from ustun.http.idempotency_key import InvalidIdempotencyKey, parse_idempotency_key
+from ustun.errors import InvalidIdempotencyKey
+from ustun.http.idempotency_key import parse_idempotency_key
 from ustun.http.problem import CATALOGUE
 from ustun.service import create_app
 from ustun.service.event_types import EventType

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -113,3 +114,36 @@ async def test_the_database_lends_autocommit_connections_on_postgresql_only(pg: 
                 pass
     finally:
         await sqlite.dispose()
+
+
+async def test_sqlite_readers_see_each_commit_and_are_reused(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path}/readers.db")
+    try:
+        async with db.unit_of_work() as uow:
+            await uow.conn.exec_driver_sql("CREATE TABLE t (v INTEGER)")
+        seen = []
+        for value in (1, 2):
+            async with db.unit_of_work() as uow:
+                await uow.conn.exec_driver_sql(f"INSERT INTO t VALUES ({value})")
+            async with db.driver_reader() as reader:
+                seen.append(reader)
+                assert not reader.in_transaction
+                assert await reader.execute_fetchall("SELECT sum(v) FROM t") == [
+                    (sum(range(1, value + 1)),)
+                ]
+        assert seen[0] is seen[1]
+        await db.dispose()
+        async with db.driver_reader() as fresh:
+            assert fresh is not seen[0]
+            assert await fresh.execute_fetchall("SELECT count(*) FROM t") == [(2,)]
+    finally:
+        await db.dispose()
+
+
+async def test_an_in_memory_sqlite_database_has_no_driver_reader() -> None:
+    db = Database("sqlite:///:memory:")
+    try:
+        async with db.driver_reader() as reader:
+            assert reader is None
+    finally:
+        await db.dispose()

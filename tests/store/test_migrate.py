@@ -8,6 +8,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from support import BACKENDS, drop_pg_database, make_pg_database
 from ustun import clock
+from ustun.errors import SchemaOutOfDate, TablesMissing
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
 from ustun.service.accounts import (
     account_for_key,
@@ -19,8 +20,6 @@ from ustun.service.accounts import (
 from ustun.service.dashboard.session import open_session, session_account
 from ustun.store import Database
 from ustun.store.migrate import (
-    SchemaOutOfDate,
-    TablesMissing,
     check_current,
     current_revision,
     head_revision,
@@ -29,7 +28,7 @@ from ustun.store.migrate import (
 from ustun.webhooks import feed
 from ustun.webhooks.inbox import DatabaseInbox
 from ustun.webhooks.outbox import emit
-from ustun.webhooks.tables import endpoints, events
+from ustun.webhooks.tables import endpoints
 from webhook_support import until
 
 
@@ -112,9 +111,7 @@ async def test_0010_puts_existing_events_first_in_the_feed_and_keeps_endpoints_h
 
         async def whole_feed() -> list[str]:
             async with db.read() as conn:
-                page = await feed.read(
-                    conn, [events.c.account_id == account.id], after=feed.START, limit=10
-                )
+                page = await feed.read(conn, account.id, after=feed.START, limit=10)
             return [row.id for row in page.rows]
 
         # Other transactions open on the PostgreSQL server hold the feed back a while.

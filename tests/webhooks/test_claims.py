@@ -11,8 +11,9 @@ from sqlalchemy import select
 
 from ustun import clock
 from ustun.store import Database
-from ustun.webhooks.claims import CLAIM_ROUNDS, Claim, claim
+from ustun.webhooks.adapters import for_database
 from ustun.webhooks.outbox import emit
+from ustun.webhooks.store import CLAIM_ROUNDS, Claim
 from ustun.webhooks.tables import endpoints
 from webhook_support import MakeEndpoint
 
@@ -35,7 +36,7 @@ async def _claim(
         )
         skipped = [*others, *saturated]
     now = clock.now()
-    return await claim(
+    return await for_database(db).claim(
         db, limit=20, now=now, lease_until=now + LEASE, token=token, saturated=skipped
     )
 

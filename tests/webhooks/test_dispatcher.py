@@ -17,7 +17,7 @@ from ustun import clock
 from ustun.store import Database
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks import verify
-from ustun.webhooks.claims import claim
+from ustun.webhooks.adapters import for_database
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
@@ -449,7 +449,9 @@ async def test_a_burst_after_an_idle_start_is_claimed_and_settled_by_index(
             )
         now = clock.now()
         for _ in range(8):  # more than the 5 runs after which a generic plan may be kept
-            assert not await claim(db, limit=64, now=now, lease_until=now, token="idle")
+            assert not await for_database(db).claim(
+                db, limit=64, now=now, lease_until=now, token="idle"
+            )
         async with db.autocommit() as conn:  # the burst, written as the outbox writes it
             await conn.execute(_BURST, account_id, endpoint_id, n)
         async with in_background(Dispatcher(db, box, config)):

@@ -19,9 +19,9 @@ from starlette.types import ASGIApp
 
 from support import drop_pg_database, free_port, make_pg_database
 from ustun import ids
+from ustun.errors import TablesMissing
 from ustun.http.signature import Secret, headers
 from ustun.store import Database
-from ustun.store.migrate import TablesMissing
 from ustun.webhooks.dispatcher import Dispatcher
 from ustun.webhooks.inbox import DatabaseInbox
 from ustun.webhooks.outbox import emit

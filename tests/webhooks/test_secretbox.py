@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from ustun.webhooks.secretbox import SecretBox, SecretKeyError, master_key
+from ustun.errors import SecretKeyError
+from ustun.webhooks.secretbox import SecretBox, master_key
 
 
 def test_seal_open_round_trip_bound_to_context() -> None:

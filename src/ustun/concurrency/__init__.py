@@ -7,7 +7,6 @@ response.headers["ETag"] = str(Version.of(row).etag)    # 412 raised when it was
 """
 
 from ustun.concurrency.cas import (
-    GuardRejected,
     compare_and_delete,
     compare_and_set,
     condition,
@@ -16,6 +15,7 @@ from ustun.concurrency.cas import (
 )
 from ustun.concurrency.conditions import conditional_read, failed, require_if_match
 from ustun.concurrency.versions import Version, new_generation
+from ustun.http.errors import GuardRejected
 from ustun.http.preconditions import Preconditions
 
 __all__ = [

@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.concurrency.conditions import failed
 from ustun.concurrency.versions import Version
-from ustun.http.errors import NotFoundError, UstunError
+from ustun.http.errors import GuardRejected, NotFoundError
 from ustun.http.etag import EntityTag, EntityTagMatch
 from ustun.http.preconditions import (
     IF_MATCH,
@@ -47,14 +47,6 @@ if TYPE_CHECKING:
 
 # HTTP-dates have one-second resolution (RFC 9110 §5.6.7).
 _ONE_SECOND = timedelta(seconds=1)
-
-
-class GuardRejected(UstunError):
-    """The version matched but the business `guard` did not; `current` is the row as it is."""
-
-    def __init__(self, current: Row[Any]) -> None:
-        super().__init__("the compare-and-set guard refused the change")
-        self.current = current
 
 
 def validators(row: Row[Any] | FastRow) -> Validators:

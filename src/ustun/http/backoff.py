@@ -1,17 +1,20 @@
-"""When to retry an HTTP request and how long to wait first (pure: no clock, no I/O).
+"""When to retry and how long to wait first (pure: no clock, no I/O).
 
-Two questions, answered separately so that each can be tested on its own:
+`backoff(...)` is ustun's one backoff function: the client, webhook deliveries, the webhook
+receiver's handler retries and jobs all wait what it says. For an HTTP request, two
+questions, answered separately so that each can be tested on its own:
 
 - `decide(...)`: may this request be sent again after this outcome, and why (or why not)?
   Only methods that are idempotent by definition (RFC 9110 §9.2.2) or requests that carry an
   `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) are ever repeated, and only
   after an outcome that says "try again later".
-- `Backoff.next_wait(...)`: exponential backoff with full jitter, capped, bounded by a number
-  of attempts and a total deadline; a server's `Retry-After` overrides it, capped.
+- `Backoff.next_wait(...)`: `backoff` with full jitter, capped, bounded by a number of
+  attempts and a total deadline; a server's `Retry-After` overrides it, capped.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +31,15 @@ DEADLINE = 60.0
 RETRY_AFTER_CAP = 60.0
 """Seconds: the longest `Retry-After` obeyed; a server that asks for more gets this."""
 
+Jitter = tuple[float, float]
+"""The range of the random factor a backoff's ceiling is multiplied by."""
+FULL_JITTER: Jitter = (0.0, 1.0)
+"""Uniform in `[0, ceiling]` ("full jitter"): clients that failed together come back apart."""
+TWENTY_PERCENT_JITTER: Jitter = (0.8, 1.2)
+"""±20 %: the wait stays close to its schedule (webhook deliveries, job retries)."""
+NO_JITTER: Jitter = (1.0, 1.0)
+"""The ceiling itself: for retries in one process, where no crowd comes back at once."""
+
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
 """RFC 9110 §9.2.2: repeating these has the same effect as sending them once."""
 
@@ -38,6 +50,27 @@ IN_PROGRESS_SUFFIX = "/idempotency-in-progress"
 """The problem type (RFC 9457) of a 409 that means "the first try is still running"."""
 
 _MAX_EXPONENT = 64  # 2.0 ** 64 is far past any cap; stops float overflow on silly attempt counts
+
+
+def _ceiling(retry: int, base: float, cap: float) -> float:
+    return min(cap, base * 2.0 ** min(retry - 1, _MAX_EXPONENT))
+
+
+def backoff(
+    retry: int = 1,
+    *,
+    base: float,
+    cap: float = math.inf,
+    jitter: Jitter = FULL_JITTER,
+    rand: Callable[[], float] = random.random,
+) -> float:
+    """The wait before the `retry`-th retry (1-based): `min(cap, base * 2 ** (retry - 1))` times
+    a factor drawn uniformly from `jitter` (`rand` gives the draw in `[0, 1)`).
+
+    `retry=1` is `base` itself, jittered: a fixed schedule's entry.
+    """
+    low, high = jitter
+    return _ceiling(retry, base, cap) * (low + (high - low) * rand())
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +134,11 @@ class Backoff:
 
     def ceiling(self, retry: int) -> float:
         """The longest backoff before the `retry`-th retry (1-based), before jitter."""
-        return min(self.cap, self.base * 2.0 ** min(retry - 1, _MAX_EXPONENT))
+        return _ceiling(retry, self.base, self.cap)
 
     def delay(self, retry: int, *, rand: Callable[[], float] = random.random) -> float:
         """The jittered backoff before the `retry`-th retry: uniform in `[0, ceiling]`."""
-        return rand() * self.ceiling(retry)
+        return backoff(retry, base=self.base, cap=self.cap, rand=rand)
 
     def next_wait(
         self,

@@ -5,26 +5,39 @@ UstunError
 │   ├── PreconditionRequiredError  428: a write that must be conditional came without If-Match
 │   ├── PreconditionFailedError    412: If-Match / If-None-Match / If-Unmodified-Since was false
 │   ├── NotFoundError              404: nothing at this URL for this account
-│   └── StateConflictError         409: the version matched but a business rule refused the change
-│       └── IllegalTransition      409: a move the resource's transition table forbids
+│   ├── StateConflictError         409: the version matched but a business rule refused the change
+│   │   └── IllegalTransition      409: a move the resource's transition table forbids
+│   ├── InvalidIdempotencyKey      400: the Idempotency-Key header is malformed or repeated
+│   └── InvalidLastEventId         400: Last-Event-ID is not an event id this server sent
+├── GuardRejected                  compare-and-set: the version matched, the business guard did not
 ├── JobInterrupted                 a running job must stop now (raised by its context)
 │   ├── JobCancelled               somebody asked to cancel it
-│   └── LeaseLost                  its lease expired and another worker may hold it
+│   └── LeaseLost                  a lease expired and another may hold it (a job's, a key's claim)
 ├── TransientError                 raised by a job to say "try me again later" (retried)
 ├── SignatureError                 a webhook failed Standard Webhooks verification
 │   ├── MissingHeaders             a webhook-id, -timestamp or -signature header absent or malformed
 │   ├── RepeatedHeaders            one of those headers sent more than once
 │   ├── TimestampOutOfRange        webhook-timestamp further from now than the tolerance
 │   └── InvalidSignature           no signature matches any of the secrets
-└── ClientError                    raised by `ustun.client`; carries the server's problem, if any
-    ├── ApiError                   the server answered with an error that no retry can fix
-    │   └── UpdateConflict         `update()` lost the race (412) on every attempt
-    ├── RetriesExhausted           transient failures until the attempts or the deadline ran out
-    └── WaitTimeout                `wait()`: the job had not finished when the timeout came
+├── RefusedAddress                 (also an OSError) webhooks may not connect to this address
+├── ClientError                    raised by `ustun.client`; carries the server's problem, if any
+│   ├── ApiError                   the server answered with an error that no retry can fix
+│   │   └── UpdateConflict         `update()` lost the race (412) on every attempt
+│   ├── RetriesExhausted           transient failures until the attempts or the deadline ran out
+│   └── WaitTimeout                `wait()`: the job had not finished when the timeout came
+├── ConfigError                    a setting keeps ustun from starting (says which and the fix)
+├── SchemaOutOfDate                the database schema is not the one this ustun expects
+├── TablesMissing                  a table a library component needs is not in the app's database
+├── SecretKeyError                 no usable master key for the secrets at rest
+├── LoginRequired                  (ustun.service.dashboard) nobody is logged in: redirect
+└── BodyTooLarge                   (ustun.service.body_limit; also Starlette's HTTPException) 413
+
+The last two belong to the service's plumbing and are defined there.
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Mapping
 from typing import Any
 
@@ -96,6 +109,31 @@ class IllegalTransition(StateConflictError):
         self.target = target
 
 
+class InvalidIdempotencyKey(ProblemError):
+    """The `Idempotency-Key` header is malformed, empty, too long or sent more than once."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("idempotency-key-invalid", detail)
+
+
+class InvalidLastEventId(ProblemError):
+    """`Last-Event-ID` is not an event id this server could have sent."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("bad-request", detail, header="Last-Event-ID")
+
+
+class GuardRejected(UstunError):
+    """The version matched but the business `guard` did not; `current` is the row as it is.
+
+    (A SQLAlchemy `Row`, typed `Any`: this layer imports nothing outside `ustun.http`.)
+    """
+
+    def __init__(self, current: Any) -> None:
+        super().__init__("the compare-and-set guard refused the change")
+        self.current = current
+
+
 class JobInterrupted(UstunError):
     """A running job has to stop: raised from its context's `checkpoint()` / `progress()`."""
 
@@ -105,7 +143,11 @@ class JobCancelled(JobInterrupted):
 
 
 class LeaseLost(JobInterrupted):
-    """The worker no longer holds the job's lease, so it must not write its outcome."""
+    """A lease ran out and another may hold it now, so the outcome must not be written.
+
+    A worker's lease on a job, or a request's claim on an idempotency key (then its
+    transaction must not commit).
+    """
 
 
 class TransientError(UstunError):
@@ -130,6 +172,16 @@ class TimestampOutOfRange(SignatureError):
 
 class InvalidSignature(SignatureError):
     """No `v1` signature in `webhook-signature` matches the body under the secret."""
+
+
+class RefusedAddress(UstunError, OSError):
+    """A connection to an address webhooks may not reach was about to be opened (EACCES).
+
+    An OSError too: aiohttp reports a socket factory's OSError as a connection failure.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(errno.EACCES, f"refused: {reason}")
 
 
 class ClientError(UstunError):
@@ -201,3 +253,19 @@ class WaitTimeout(ClientError):
     def __init__(self, message: str, *, job: Any = None) -> None:
         super().__init__(message)
         self.job = job
+
+
+class ConfigError(UstunError):
+    """A setting that keeps ustun from starting; `str()` says which one and how to fix it."""
+
+
+class SchemaOutOfDate(UstunError):
+    """The database schema is older (or newer) than this version of ustun expects."""
+
+
+class TablesMissing(UstunError):
+    """A table a library component needs is not in the app's database (one line: what to run)."""
+
+
+class SecretKeyError(UstunError):
+    """No usable master key: missing on PostgreSQL, or a ciphertext that does not open."""

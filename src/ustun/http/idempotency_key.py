@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ustun.http.errors import ProblemError
+from ustun.http.errors import InvalidIdempotencyKey
 
 HEADER = "idempotency-key"
 MAX_LENGTH = 255
@@ -39,13 +39,6 @@ class IdempotencyKey:
     def __post_init__(self) -> None:
         if not 1 <= len(self.value) <= MAX_LENGTH or not _is_vchar(self.value):
             raise ValueError("an idempotency key is 1 to 255 visible ASCII characters")
-
-
-class InvalidIdempotencyKey(ProblemError):
-    """The `Idempotency-Key` header is malformed, empty, too long or sent more than once."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__("idempotency-key-invalid", detail)
 
 
 def _is_vchar(value: str) -> bool:

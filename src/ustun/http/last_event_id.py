@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ustun.http.errors import ProblemError
+from ustun.http.errors import InvalidLastEventId
 
 HEADER = "last-event-id"
 # Exclusive: ids are compared with BIGINT-sized columns; 2**63 overflows the drivers.
@@ -19,13 +19,6 @@ LIMIT = 2**63
 _DIGITS = re.compile(r"[0-9]+")
 # RFC 9110 §5.5: a field value has no leading or trailing whitespace (OWS = SP / HTAB).
 _OWS = " \t"
-
-
-class InvalidLastEventId(ProblemError):
-    """`Last-Event-ID` is not an event id this server could have sent."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__("bad-request", detail, header="Last-Event-ID")
 
 
 def parse_last_event_id(value: str | None) -> int:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
 from ustun.http.errors import InvalidSignature, MissingHeaders, TimestampOutOfRange
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ SIGNING_KEY_PREFIX = "whsk_"
 PUBLIC_KEY_PREFIX = "whpk_"
 SECRET_BYTES = 32
 ED25519_KEY_BYTES = 32
-DEFAULT_TOLERANCE = 300
 VERSION = "v1"
 ASYMMETRIC_VERSION = "v1a"
 # More signatures than this in one header is an attack, not a rotation.
@@ -279,7 +279,7 @@ def verify(
     message_headers: Mapping[str, str],
     body: bytes,
     *,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float = DEFAULT_SIGNATURE_TOLERANCE,
     now: float | None = None,
 ) -> SignedHeaders:
     """Check a message's signature over the raw `body`; raise a `SignatureError` if it fails.

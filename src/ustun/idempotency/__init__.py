@@ -6,7 +6,8 @@ transactional with the handler's writes) or `RedisRecordStore`. Mark routes with
 of a `Cache-Control: no-store` response encrypted.
 """
 
-from ustun.idempotency.middleware import IdempotencyMiddleware, LeaseLost, account_scope
+from ustun.http.errors import LeaseLost
+from ustun.idempotency.middleware import IdempotencyMiddleware, account_scope
 from ustun.idempotency.policy import Policy, idempotency
 from ustun.idempotency.records import Claim, Claimed, Found, Record, State, StoredResponse
 from ustun.idempotency.redis_store import RedisRecordStore

@@ -27,9 +27,10 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ustun import clock, instrumentation
-from ustun.http.errors import UstunError
+from ustun.defaults import DEFAULT_IDEMPOTENCY_LEASE, DEFAULT_IDEMPOTENCY_TTL
+from ustun.http.errors import InvalidIdempotencyKey, LeaseLost, UstunError
 from ustun.http.fingerprint import fingerprint
-from ustun.http.idempotency_key import HEADER, InvalidIdempotencyKey, parse_idempotency_key
+from ustun.http.idempotency_key import HEADER, parse_idempotency_key
 from ustun.http.problem import MEDIA_TYPE, encode, problem
 from ustun.http.retry_after import format_retry_after
 from ustun.idempotency.policy import Policy, route_policy
@@ -37,7 +38,6 @@ from ustun.idempotency.records import Claimed, Found, Record, State, StoredRespo
 from ustun.idempotency.sealing import Sealer, context, forbids_storing
 from ustun.idempotency.sql import SqlRecordStore
 from ustun.idempotency.store import RecordStore
-from ustun.settings import DEFAULT_IDEMPOTENCY_LEASE, DEFAULT_IDEMPOTENCY_TTL
 from ustun.store import UnitOfWork
 
 log = logging.getLogger("ustun.idempotency")
@@ -58,10 +58,6 @@ def account_scope(scope: Scope) -> str:
     """The scope of keys: the id of `scope["state"]["account"]`; "" for a single-tenant app."""
     account = scope.get("state", {}).get("account")
     return str(getattr(account, "id", ""))
-
-
-class LeaseLost(Exception):
-    """Our claim was taken over (our lease expired); the transaction must not commit."""
 
 
 class _Discard(Exception):

@@ -1,27 +1,65 @@
 """Idempotency records: their states, the response they keep, and the outcome of a claim.
 
-A record's life cycle (one transition table; anything else is a bug):
+A record's life cycle as one transition table (the style of `webhooks.states`):
 
-    (absent) ──claim──▶ in_progress ──complete──▶ completed ──expire──▶ (absent)
-                          │    ▲
-                          │    └── take over (its lease expired: the holder died)
-                          └── release ──▶ (absent)
+    absent ──claim──▶ in_progress ──complete──▶ completed ──expire──▶ absent
+      │                 │    ▲
+      │                 │    └── take_over (its lease ran out: the holder died)
+      │                 └── release / expire ──▶ absent
+      └──settle──▶ completed    (claimed and completed in one statement, in one transaction)
 """
 
 from __future__ import annotations
 
-import enum
 import json
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
+
+from ustun.http.errors import IllegalTransition
 
 
-class State(enum.StrEnum):
-    """Where a record is in its life cycle."""
+class State(StrEnum):
+    """Where a record is in its life cycle; `absent` is never stored (there is no row)."""
 
+    ABSENT = "absent"
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
+
+
+class Change(StrEnum):
+    """What happens to a record."""
+
+    CLAIM = "claim"
+    TAKE_OVER = "take_over"
+    COMPLETE = "complete"
+    SETTLE = "settle"
+    RELEASE = "release"
+    EXPIRE = "expire"
+
+
+TRANSITIONS: dict[tuple[State, Change], State] = {
+    (State.ABSENT, Change.CLAIM): State.IN_PROGRESS,
+    (State.ABSENT, Change.SETTLE): State.COMPLETED,
+    (State.IN_PROGRESS, Change.TAKE_OVER): State.IN_PROGRESS,
+    (State.IN_PROGRESS, Change.COMPLETE): State.COMPLETED,
+    (State.IN_PROGRESS, Change.RELEASE): State.ABSENT,
+    (State.IN_PROGRESS, Change.EXPIRE): State.ABSENT,
+    (State.COMPLETED, Change.EXPIRE): State.ABSENT,
+}
+
+
+# Each change leads to one state, wherever it is allowed from: what an illegal one tried to reach.
+_TARGETS = {change: target for (_, change), target in TRANSITIONS.items()}
+
+
+def transition(state: State, change: Change) -> State:
+    """The state after `change`; raises `IllegalTransition` if the table has no such edge."""
+    try:
+        return TRANSITIONS[(state, change)]
+    except KeyError:
+        raise IllegalTransition("idempotency record", state, _TARGETS[change]) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock
 from ustun.idempotency.records import (
+    Change,
     Claim,
     Claimed,
     Found,
@@ -34,6 +35,7 @@ from ustun.idempotency.records import (
     State,
     StoredResponse,
     new_lease_token,
+    transition,
 )
 from ustun.idempotency.tables import idempotency_records as records
 from ustun.store import Database
@@ -41,6 +43,11 @@ from ustun.store.migrate import RequiredTables
 from ustun.store.statements import FastRow, Statement
 
 _CLAIM_ATTEMPTS = 3
+# The states this module writes, from the transition table (looked up once, not per request).
+# A claim's upsert also takes over an in-progress record whose lease ran out: the same state.
+_CLAIMED = transition(State.ABSENT, Change.CLAIM).value
+_COMPLETED = transition(State.IN_PROGRESS, Change.COMPLETE).value
+_SETTLED = transition(State.ABSENT, Change.SETTLE).value
 
 
 def _record(row: FastRow) -> Record:
@@ -93,7 +100,7 @@ _COMPLETE = Statement(
         records.c.lease_token == bindparam("lease_token"),
     )
     .values(
-        state=State.COMPLETED.value,
+        state=_COMPLETED,
         status=bindparam("status", type_=records.c.status.type),
         headers=bindparam("headers", type_=records.c.headers.type),
         body=bindparam("body", type_=records.c.body.type),
@@ -163,7 +170,7 @@ class SqlRecordStore:
                 now = clock.now()
                 token = new_lease_token()
                 values = {
-                    "state": State.IN_PROGRESS.value,
+                    "state": _CLAIMED,
                     "locked_until": now + timedelta(seconds=lease),
                 }
                 if await self._upsert(uow.conn, scope, key, fingerprint, token, values, now, ttl):
@@ -191,7 +198,7 @@ class SqlRecordStore:
         """
         now = clock.now()
         values = {
-            "state": State.COMPLETED.value,
+            "state": _SETTLED,
             "locked_until": now,
             "status": response.status,
             "headers": response.headers_json(),
@@ -242,9 +249,8 @@ class SqlRecordStore:
 
     async def read(self, scope: str, key: str) -> Record | None:
         """The live record of a key, if any (an expired one counts as absent)."""
-        async with self.db.read() as conn:
-            found = await self._read(conn, scope, key)
-        return found
+        rows = await _READ.read(self.db, {"scope": scope, "key": key, "now": clock.now()})
+        return _record(rows[0]) if rows else None
 
     async def _read(self, conn: AsyncConnection, scope: str, key: str) -> Record | None:
         rows = await _READ.rows(conn, {"scope": scope, "key": key, "now": clock.now()}, begin=False)

@@ -10,15 +10,28 @@
     async with db.unit_of_work():        # the job commits with the caller's writes
         job = await enqueue(db, "thumbnail", {"doc": doc_id}, account_id=account.id)
 
-`Runner(db).run(stopping)` claims and runs jobs (the service `Worker` starts it).
+`Runner(db).run(stopping)` claims and runs jobs of the kinds in a `Registry` (by default the
+one `@job_kind` fills; the service `Worker` passes its own). Storage goes through the port in
+`ustun.jobs.store`, with one adapter per database in `ustun.jobs.adapters`.
 """
 
 from ustun.jobs.context import JobContext
 from ustun.jobs.queue import cancel, enqueue, events_after, get, purge, result
 from ustun.jobs.records import Job, JobEvent, Result
-from ustun.jobs.registry import FinalHook, JobKind, Registry, job_kind, registry
+from ustun.jobs.registry import JobKind, Registry, job_kind, registry
 from ustun.jobs.runner import Runner
-from ustun.jobs.states import CANCELLED, DONE, FAILED, FINAL, PENDING, PROCESSING, STATUSES
+from ustun.jobs.states import (
+    CANCELLED,
+    DONE,
+    FAILED,
+    FINAL,
+    PENDING,
+    PROCESSING,
+    STATUSES,
+    JobStatus,
+    JobStatusValue,
+)
+from ustun.jobs.store import FinalHook, JobStore
 from ustun.jobs.sweeper import purge_loop
 
 __all__ = [
@@ -34,6 +47,9 @@ __all__ = [
     "JobContext",
     "JobEvent",
     "JobKind",
+    "JobStatus",
+    "JobStatusValue",
+    "JobStore",
     "Registry",
     "Result",
     "Runner",

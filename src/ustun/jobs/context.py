@@ -5,17 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from ustun.http.errors import JobCancelled, LeaseLost
-from ustun.jobs import lease
 from ustun.jobs.records import Job
+from ustun.jobs.store import JobStore
 from ustun.store import Database
 
 
 class JobContext:
     """Handed to a job's handler; `progress()` and `checkpoint()` are where it may be stopped."""
 
-    def __init__(self, job: Job, db: Database) -> None:
+    def __init__(self, job: Job, db: Database, store: JobStore) -> None:
         self.job = job
         self.db = db
+        self._store = store
         self.cancel_requested = job.cancel_requested
         self.lost = False
         self._progress = job.progress
@@ -48,5 +49,5 @@ class JobContext:
         percent = max(self._progress, min(100, int(percent)))
         if percent != self._progress:
             self._progress = percent
-            self.cancel_requested = await lease.set_progress(self.db, self.job, percent)
+            self.cancel_requested = await self._store.set_progress(self.job, percent)
         self.checkpoint()

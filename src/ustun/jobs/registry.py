@@ -1,7 +1,8 @@
 """The registry of job kinds: a name, the coroutine that runs it, and its retry policy.
 
-An app adds its own kinds with `@job_kind("name")`; a worker runs only the kinds it knows
-(modules named in `USTUN_JOB_MODULES` are imported by `ustun worker` to register theirs).
+A `Registry` is passed to the runner (and to `enqueue`, for a kind's retry policy); a worker
+runs only the kinds it knows. `@job_kind("name")` adds to the default `registry`: modules named
+in `USTUN_JOB_MODULES` add their kinds there, and the service copies it into its own.
 """
 
 from __future__ import annotations
@@ -12,14 +13,12 @@ from typing import TYPE_CHECKING
 
 from ustun.http.errors import TransientError
 from ustun.jobs.records import Job, Result
-from ustun.store import UnitOfWork
+from ustun.jobs.store import FinalHook
 
 if TYPE_CHECKING:
     from ustun.jobs.context import JobContext
 
 Handler = Callable[["JobContext"], Awaitable[Result | None]]
-# Runs inside the transaction that gives a job its final state (done or failed): an outbox.
-FinalHook = Callable[[UnitOfWork, Job], Awaitable[None]]
 # Which jobs a final hook acts on: it does nothing for the others.
 JobFilter = Callable[[Job], bool]
 
@@ -92,6 +91,14 @@ class Registry:
             if (acts_on := self._hook_filters.get(hook)) is None or any(map(acts_on, batch))
         ]
 
+    def copy(self) -> Registry:
+        """A new registry with this one's kinds and final hooks, to add to separately."""
+        other = Registry()
+        other._kinds = dict(self._kinds)
+        other.final_hooks = list(self.final_hooks)
+        other._hook_filters = dict(self._hook_filters)
+        return other
+
     def get(self, name: str) -> JobKind | None:
         """The kind called `name`, if registered."""
         return self._kinds.get(name)
@@ -101,5 +108,7 @@ class Registry:
         return sorted(self._kinds)
 
 
+# The default registry: what `@job_kind` fills, and what `Runner` and `enqueue` use unless given
+# another.
 registry = Registry()
 job_kind = registry.kind

@@ -13,37 +13,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from dataclasses import dataclass, field
 
 from ustun import ids
+from ustun.defaults import DEFAULT_JOB_LEASE, DEFAULT_JOB_POLL_INTERVAL, DEFAULT_JOB_RETRY_BASE
+from ustun.http.backoff import TWENTY_PERCENT_JITTER, backoff
 from ustun.http.errors import JobCancelled, LeaseLost, ProblemError
 from ustun.http.problem import problem
-from ustun.jobs import lease, states, wakeup
+from ustun.jobs import states, wakeup
+from ustun.jobs.adapters import store_for
 from ustun.jobs.context import JobContext
 from ustun.jobs.records import Job
 from ustun.jobs.registry import JobKind, Registry, registry
-from ustun.settings import (
-    DEFAULT_JOB_LEASE,
-    DEFAULT_JOB_POLL_INTERVAL,
-    DEFAULT_JOB_RETRY_BASE,
-)
+from ustun.jobs.store import JobListener, Outcome
 from ustun.store import Database
 
 log = logging.getLogger("ustun.jobs")
 
 RETRY_CAP = 3_600.0
-RETRY_JITTER = 0.2
 SHUTDOWN_GRACE = 10.0
 SETTLE_BATCH = 200
 CLAIM_GATHER = 0.02
 
 
 def retry_delay(attempt: int, base: float, cap: float = RETRY_CAP) -> float:
-    """Exponential backoff with ±20 % jitter: base·2^(attempt-1), capped."""
-    delay = min(cap, base * 2.0 ** (attempt - 1))
-    return delay * random.uniform(1 - RETRY_JITTER, 1 + RETRY_JITTER)
+    """Exponential backoff with ±20 % jitter: base·2^(attempt-1), capped (jobs jitter around
+    the delay rather than below it, as webhook retries do)."""
+    return backoff(attempt, base=base, cap=cap, jitter=TWENTY_PERCENT_JITTER)
 
 
 @dataclass
@@ -67,6 +64,7 @@ class Runner:
         retry_base: float = DEFAULT_JOB_RETRY_BASE,
     ) -> None:
         self.db = db
+        self.store = store_for(db)
         self.kinds = kinds
         self.concurrency = concurrency
         self.lease = lease_seconds
@@ -75,26 +73,26 @@ class Runner:
         self.worker_id = ids.new_id("wrk")
         self._running: dict[str, _Running] = {}
         self._wake = asyncio.Event()
-        self._outcomes: list[tuple[Job, lease.Outcome, asyncio.Future[Job | None]]] = []
+        self._outcomes: list[tuple[Job, Outcome, asyncio.Future[Job | None]]] = []
         self._outcome_ready = asyncio.Event()
-        self._listener: wakeup.Listener | None = None
+        self._listener: JobListener | None = None
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Claim and run jobs until `stopping` is set, then let running jobs finish or release."""
         self._wake, self._outcome_ready = asyncio.Event(), asyncio.Event()
-        wakeup.subscribe(self._wake)
+        wakeup.doorbell.subscribe(self._wake)
         helpers = [
             asyncio.create_task(self._heartbeat(stopping)),
             asyncio.create_task(self._wake_on(stopping)),
             asyncio.create_task(self._settler()),
         ]
-        self._listener = None if self.db.is_sqlite else wakeup.Listener(self.db, self._wake)
+        self._listener = self.store.listener(self._wake)
         if self._listener is not None:
             helpers.append(asyncio.create_task(self._listener.run(stopping)))
         try:
             await self._claim_loop(stopping)
         finally:
-            wakeup.unsubscribe(self._wake)
+            wakeup.doorbell.unsubscribe(self._wake)
             await self._drain()
             for helper in helpers:
                 helper.cancel()
@@ -111,7 +109,7 @@ class Runner:
             self._wake.clear()
             if time.monotonic() >= next_recovery:
                 next_recovery = time.monotonic() + recover_every
-                await lease.recover_expired(self.db, hooks=self.kinds.final_hooks)
+                await self.store.recover_expired(hooks=self.kinds.final_hooks)
             wait = self.poll_interval
             free = self._free_slots()
             if free > 0:
@@ -120,8 +118,7 @@ class Runner:
                 if await _stopped_within(stopping, gather_until - time.monotonic()):
                     break
                 free = self._free_slots()
-                claimed = await lease.claim(
-                    self.db,
+                claimed = await self.store.claim(
                     worker_id=self.worker_id,
                     kinds=self.kinds.names(),
                     limit=free,
@@ -157,7 +154,7 @@ class Runner:
             # Re-claimed here while an earlier run still goes on: that run lost its lease.
             stale.ctx.lost = True
             stale.task.cancel()
-        running = _Running(JobContext(job, self.db))
+        running = _Running(JobContext(job, self.db, self.store))
         self._running[job.id] = running
         running.task = asyncio.create_task(self._execute(running), name=f"job {job.id}")
 
@@ -178,7 +175,7 @@ class Runner:
             if not ctx.lost and not running.settling:
                 # Shutting down: hand the job back at once rather than wait for its lease.
                 with contextlib.suppress(Exception):
-                    await lease.finish(self.db, job, lease.Outcome(states.PENDING))
+                    await self.store.finish(job, Outcome(states.PENDING))
             raise
         except Exception:
             log.exception("job %s: could not record its outcome; its lease will expire", job.id)
@@ -188,12 +185,12 @@ class Runner:
                 del self._running[job.id]
             self._wake.set()
 
-    async def _outcome(self, kind: JobKind, ctx: JobContext) -> lease.Outcome:
+    async def _outcome(self, kind: JobKind, ctx: JobContext) -> Outcome:
         job = ctx.job
         try:
             result = await kind.handler(ctx)
         except JobCancelled:
-            return lease.Outcome(states.CANCELLED)
+            return Outcome(states.CANCELLED)
         except LeaseLost:
             raise
         except Exception as exc:
@@ -201,12 +198,12 @@ class Runner:
             if isinstance(exc, kind.retry_on) and job.attempts < job.max_attempts:
                 delay = retry_delay(job.attempts, self.retry_base)
                 log.warning("job %s failed (%r); retry in %.1f s", job.id, exc, delay)
-                return lease.Outcome(states.PENDING, error=error, retry_in=delay)
+                return Outcome(states.PENDING, error=error, retry_in=delay)
             log.error("job %s failed for good", job.id, exc_info=exc)
-            return lease.Outcome(states.FAILED, error=error)
-        return lease.Outcome(states.DONE, result=result)
+            return Outcome(states.FAILED, error=error)
+        return Outcome(states.DONE, result=result)
 
-    def _settle(self, job: Job, outcome: lease.Outcome) -> asyncio.Future[Job | None]:
+    def _settle(self, job: Job, outcome: Outcome) -> asyncio.Future[Job | None]:
         """Queue an outcome for the settler, which commits whatever is queued in one go."""
         settled: asyncio.Future[Job | None] = asyncio.get_running_loop().create_future()
         self._outcomes.append((job, outcome, settled))
@@ -224,8 +221,7 @@ class Runner:
                 self._outcome_ready.set()
             try:
                 held = [job for job, _, _ in batch]
-                settled = await lease.settle(
-                    self.db,
+                settled = await self.store.settle(
                     [(job, outcome) for job, outcome, _ in batch],
                     hooks=self.kinds.final_hooks_for(held),
                 )
@@ -249,8 +245,8 @@ class Runner:
         if not held:
             return
         try:
-            alive = await lease.renew(
-                self.db, worker_id=self.worker_id, job_ids=list(held), lease=self.lease
+            alive = await self.store.renew(
+                worker_id=self.worker_id, job_ids=list(held), lease=self.lease
             )
         except Exception:
             log.exception("could not renew job leases; retrying at the next heartbeat")

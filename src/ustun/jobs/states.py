@@ -1,4 +1,4 @@
-"""The life cycle of a job as one transition table (in the spirit of h11's `_state.py`).
+"""The life cycle of a job as one transition table (in the style of `webhooks/states.py`).
 
 pending ──► processing ──► done | failed | cancelled
    │            │
@@ -8,20 +8,35 @@ pending ──► processing ──► done | failed | cancelled
 
 from __future__ import annotations
 
-from typing import Final
+from enum import StrEnum
+from typing import TYPE_CHECKING, Final, Literal
 
 from ustun.http.errors import IllegalTransition
 
-PENDING: Final = "pending"
-PROCESSING: Final = "processing"
-DONE: Final = "done"
-FAILED: Final = "failed"
-CANCELLED: Final = "cancelled"
 
-STATUSES: Final = (PENDING, PROCESSING, DONE, FAILED, CANCELLED)
-FINAL: Final = frozenset({DONE, FAILED, CANCELLED})
+class JobStatus(StrEnum):
+    """Where a job is."""
 
-TRANSITIONS: Final[dict[str, frozenset[str]]] = {
+    PENDING = "pending"
+    PROCESSING = "processing"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+if TYPE_CHECKING:
+    JobStatusValue = JobStatus
+else:
+    # Every status as a `Literal` for the API's models: a plain string `enum` in JSON Schema.
+    JobStatusValue = Literal[tuple(status.value for status in JobStatus)]
+
+PENDING: Final = JobStatus.PENDING
+PROCESSING: Final = JobStatus.PROCESSING
+DONE: Final = JobStatus.DONE
+FAILED: Final = JobStatus.FAILED
+CANCELLED: Final = JobStatus.CANCELLED
+
+TRANSITIONS: Final[dict[str, frozenset[JobStatus]]] = {
     PENDING: frozenset({PROCESSING, CANCELLED}),
     PROCESSING: frozenset({DONE, FAILED, CANCELLED, PENDING}),
     DONE: frozenset(),
@@ -29,16 +44,20 @@ TRANSITIONS: Final[dict[str, frozenset[str]]] = {
     CANCELLED: frozenset(),
 }
 
+STATUSES: Final = tuple(JobStatus)
+FINAL: Final = frozenset(JobStatus(status) for status, exits in TRANSITIONS.items() if not exits)
 
-def check(current: str, target: str) -> str:
-    """Return `target` if a job may move from `current` to it; raise `IllegalTransition` if not."""
+
+def transition(current: str, target: str) -> JobStatus:
+    """`target` if a job may move from `current` to it; raise `IllegalTransition` if not."""
     if target not in TRANSITIONS.get(current, frozenset()):
         raise IllegalTransition("job", current, target)
-    return target
+    return JobStatus(target)
 
 
-def check_known(status: str) -> str:
-    """Return `status` if it is one of the job statuses; raise ValueError otherwise."""
-    if status not in TRANSITIONS:
-        raise ValueError(f"unknown job status {status!r}")
-    return status
+def known(status: str) -> JobStatus:
+    """`status` as a `JobStatus`; raise ValueError if it is not one of them."""
+    try:
+        return JobStatus(status)
+    except ValueError:
+        raise ValueError(f"unknown job status {status!r}") from None

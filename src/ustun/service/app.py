@@ -10,6 +10,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from ustun import __version__, instrumentation
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
+from ustun.jobs import Registry
 from ustun.service import (
     api_docs,
     api_keys,
@@ -34,6 +35,7 @@ from ustun.service import (
 from ustun.service.auth_failures import FailureLimiter
 from ustun.service.bodies import json_media_type
 from ustun.service.body_limit import BodyLimitMiddleware
+from ustun.service.job_loops import job_kinds
 from ustun.service.methods import MethodsMiddleware
 from ustun.service.metrics import Metrics
 from ustun.service.middleware import (
@@ -48,20 +50,32 @@ from ustun.service.webhook_runtime import secret_box
 from ustun.service.worker import Worker
 from ustun.settings import Settings, reveal
 from ustun.store import Database
+from ustun.store.uow import Hook
 
 
 def create_app(
-    settings: Settings | None = None, *, db: Database | None = None, worker: bool = False
+    settings: Settings | None = None,
+    *,
+    db: Database | None = None,
+    worker: bool = False,
+    kinds: Registry | None = None,
+    between_transfer_moves: Hook | None = None,
 ) -> FastAPI:
-    """Build the service; with `worker=True` the background worker runs inside the app."""
+    """Build the service; with `worker=True` the background worker runs inside the app.
+
+    `kinds`: the job kinds it enqueues and runs (by default the service's, `job_kinds`).
+    `between_transfer_moves`: awaited inside a transfer's transaction between its debit and
+    its credit (tests hold a transfer there to kill the process mid-write; None in production).
+    """
     settings = settings or Settings()
+    job_registry = kinds if kinds is not None else job_kinds(settings)
     database = db or Database(settings.database_url)
     observed = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         unhook = instrumentation.add_hook(observed.on_event)
-        background = Worker(database, settings) if worker else None
+        background = Worker(database, settings, kinds=job_registry) if worker else None
         if background is not None:
             await background.start()
         try:
@@ -84,6 +98,8 @@ def create_app(
     app.state.db = database
     app.state.settings = settings
     app.state.metrics = observed
+    app.state.job_kinds = job_registry
+    app.state.between_transfer_moves = between_transfer_moves
     observed.queue_probes.append(queues.all_queues)
     observed.job_probes.append(queues.jobs_by_status)
     app.state.secret_box = secret_box(settings)

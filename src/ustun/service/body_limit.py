@@ -7,15 +7,15 @@ so the application never holds more than the limit of it.
 
 from __future__ import annotations
 
-from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ustun.http.errors import UstunError
 from ustun.service.problems import problem_response
 
 
-class BodyTooLarge(HTTPException):
+class BodyTooLarge(HTTPException, UstunError):
     """Raised by `receive` past the limit; an HTTPException, so FastAPI's body reading and the
     error handlers pass it on as the 413 (any other error there would become a 400)."""
 
@@ -36,7 +36,7 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = Headers(scope=scope).get("content-length", "")
+        length = next((v for k, v in scope["headers"] if k == b"content-length"), b"")
         if length.isdigit() and int(length) > self.max_body:
             await self._refuse(scope, receive, send)
             return

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Query, Request
 
+from ustun.jobs import Registry
 from ustun.service.accounts import Account
 from ustun.store import Database
 
@@ -36,8 +37,15 @@ async def database(request: Request) -> Database:
     return database_of(request)
 
 
+async def job_kinds(request: Request) -> Registry:
+    """The app's job kinds (`enqueue` reads a kind's retry policy there), as a dependency."""
+    kinds: Registry = request.app.state.job_kinds
+    return kinds
+
+
 CurrentAccount = Annotated[Account, Depends(current_account)]
 DB = Annotated[Database, Depends(database)]
+JobKinds = Annotated[Registry, Depends(job_kinds)]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size (1 to 100).")]
 Cursor = Annotated[
     str | None,

@@ -6,10 +6,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 
+from ustun.http.errors import SchemaOutOfDate
 from ustun.service.deps import DB
 from ustun.service.openapi import problem_responses
 from ustun.service.problems import problem_response
-from ustun.store.migrate import SchemaOutOfDate, check_current
+from ustun.store.migrate import check_current
 
 router = APIRouter(tags=["health"])
 

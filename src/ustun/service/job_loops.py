@@ -1,4 +1,5 @@
-"""The jobs pillar's loops on the service `Worker`: the runner and the retention sweeper."""
+"""The jobs pillar on the service: its job kinds, and its loops on the `Worker` (the runner and
+the retention sweeper)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,9 @@ import importlib
 from collections.abc import Awaitable, Callable
 
 from ustun import jobs
-from ustun.preflight import ConfigError
-
-# Imported for what they register: the "report" job kind, and the hook that emits
-# job.completed / job.failed into the webhook outbox.
-from ustun.service import jobs as job_routes  # noqa: F401
-from ustun.service import reports  # noqa: F401
+from ustun.http.errors import ConfigError
+from ustun.service import jobs as job_resources
+from ustun.service import reports
 from ustun.settings import Settings
 from ustun.store import Database
 
@@ -33,11 +31,23 @@ def import_job_modules(settings: Settings) -> None:
             ) from None
 
 
-def job_loops(db: Database, settings: Settings, concurrency: int) -> list[Loop]:
-    """Import the app's job modules, then build the job loops."""
+def job_kinds(settings: Settings) -> jobs.Registry:
+    """The service's job kinds: the app's (its job modules add them to `jobs.registry`), the
+    report, and the hook that emits job.completed / job.failed into the webhook outbox."""
     import_job_modules(settings)
+    kinds = jobs.registry.copy()
+    reports.register(kinds)
+    job_resources.register(kinds)
+    return kinds
+
+
+def job_loops(
+    db: Database, settings: Settings, concurrency: int, kinds: jobs.Registry
+) -> list[Loop]:
+    """The job loops, running the kinds in `kinds`."""
     runner = jobs.Runner(
         db,
+        kinds=kinds,
         concurrency=concurrency,
         lease_seconds=settings.job_lease,
         poll_interval=settings.job_poll_interval,

@@ -7,7 +7,7 @@ import json
 import math
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
@@ -36,7 +36,6 @@ POLL_AFTER = 1
 SSE_POLL_INTERVAL = 0.25
 SSE_KEEPALIVE = 15.0
 SSE_RETRY_MS = 1000
-Status = Literal["pending", "processing", "done", "failed", "cancelled"]
 
 
 def job_url(job_id: str) -> str:
@@ -68,9 +67,13 @@ async def emit_final(uow: UnitOfWork, job: jobs.Job) -> None:
         await emit(uow, job.account_id, kind, render(job), object_url=job_url(job.id))
 
 
-# It acts only on an account's jobs (others have no subscribers): settling a batch of
-# account-less jobs needs no transaction around its one UPDATE.
-jobs.registry.on_final(emit_final, acts_on=lambda job: job.account_id is not None)
+def register(kinds: jobs.Registry) -> None:
+    """Emit `job.completed` / `job.failed` for the jobs of `kinds`.
+
+    The hook acts only on an account's jobs (others have no subscribers): settling a batch of
+    account-less jobs needs no transaction around its one UPDATE.
+    """
+    kinds.on_final(emit_final, acts_on=lambda job: job.account_id is not None)
 
 
 def validators(job: jobs.Job) -> Validators:
@@ -108,7 +111,7 @@ async def _owned(db: DB, account: CurrentAccount, job_id: str) -> jobs.Job:
 async def list_jobs(
     account: CurrentAccount,
     db: DB,
-    status: Status | None = None,
+    status: jobs.JobStatusValue | None = None,
     limit: Limit = DEFAULT_PAGE,
     cursor: Cursor = None,
 ) -> dict[str, Any]:

@@ -134,14 +134,16 @@ class AuthMiddleware:
         if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
             await self.app(scope, receive, send)
             return
-        request = Request(scope)
-        scheme, _, key = request.headers.get("authorization", "").partition(" ")
+        # The header straight from the scope: no `Request` or `Headers` built for a cache hit.
+        authorization = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+        scheme, _, key = authorization.decode("latin-1").partition(" ")
         key = key.strip()
         credential = None
         if scheme.lower() == "bearer" and key:
             digest = hash_key(key)
             credential = self.cache.get(digest)
             if credential is None:
+                request = Request(scope)
                 host = request.client.host if request.client else None
                 refusal = self.failures.refusal(host)
                 if refusal is not None:
@@ -157,7 +159,7 @@ class AuthMiddleware:
                     self.cache.put(digest, credential)
         if credential is None:
             response = problem_response(
-                request,
+                Request(scope),
                 "unauthorized",
                 "Missing or unknown API key: send `Authorization: Bearer <key>`.",
                 headers={"www-authenticate": 'Bearer realm="ustun"'},

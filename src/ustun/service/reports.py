@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import func, select
 
 from ustun import clock, jobs
-from ustun.service.deps import DB, CurrentAccount
+from ustun.service.deps import DB, CurrentAccount, JobKinds
 from ustun.service.jobs import job_url, respond
 from ustun.service.report_formats import FORMATS, Line, Report
 from ustun.service.tables import payments
@@ -60,16 +60,22 @@ def period_bounds(period: str) -> tuple[datetime, datetime]:
 
 
 @router.post("", status_code=202, response_model=None)
-async def create_report(body: ReportRequest, account: CurrentAccount, db: DB) -> Response:
+async def create_report(
+    body: ReportRequest, account: CurrentAccount, db: DB, kinds: JobKinds
+) -> Response:
     """Start building a report; follow `Location` (poll, SSE) to its result."""
     async with db.unit_of_work():
-        job = await jobs.enqueue(db, KIND, body.model_dump(), account_id=account.id)
+        job = await jobs.enqueue(db, KIND, body.model_dump(), account_id=account.id, kinds=kinds)
     response = respond(job, status_code=202)
     response.headers["location"] = job_url(job.id)
     return response
 
 
-@jobs.job_kind(KIND)
+def register(kinds: jobs.Registry) -> None:
+    """Add the report job kind to `kinds`."""
+    kinds.register(KIND, build_report)
+
+
 async def build_report(ctx: jobs.JobContext) -> jobs.Result:
     """Read the account's payments of the period page by page, then render the file."""
     period, fmt = ctx.payload["period"], FORMATS[ctx.payload["format"]]

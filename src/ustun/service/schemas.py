@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 
 from ustun.http.problem import MEDIA_TYPE
+from ustun.jobs.states import JobStatusValue
+from ustun.webhooks.states import StatusValue
 
 PROBLEM_REF = "#/components/schemas/Problem"
 # Extra members may appear in a later version: clients must ignore what they do not know.
@@ -97,7 +99,7 @@ class Job(BaseModel):
     id: str = _id("job")
     object: Literal["job"]
     kind: str
-    status: Literal["pending", "processing", "done", "failed", "cancelled"]
+    status: JobStatusValue
     progress: int = Field(ge=0, le=100)
     created_at: Timestamp
     started_at: Timestamp | None
@@ -196,7 +198,7 @@ class Delivery(BaseModel):
     object: Literal["delivery"]
     endpoint_id: str
     event_id: str
-    status: Literal["pending", "succeeded", "failed", "dead"]
+    status: StatusValue
     attempt_count: int
     next_attempt_at: Timestamp | None
     created_at: Timestamp

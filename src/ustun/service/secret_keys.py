@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ustun.http.errors import SecretKeyError
 from ustun.idempotency.records import StoredResponse
 from ustun.idempotency.sealing import NO_STORE, context, forbids_storing
 from ustun.idempotency.tables import idempotency_records
 from ustun.settings import Settings
 from ustun.store import Database
-from ustun.webhooks.secretbox import SecretBox, SecretKeyError, key_file
+from ustun.webhooks.secretbox import SecretBox, key_file
 from ustun.webhooks.tables import endpoints
 
 

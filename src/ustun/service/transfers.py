@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy import Row, insert, select, update
@@ -14,10 +14,10 @@ from ustun.clock import rfc3339
 from ustun.http.errors import ProblemError
 from ustun.idempotency import idempotency
 from ustun.service.deps import DB, CurrentAccount
-from ustun.service.faults import pause_point
 from ustun.service.money import MAX_AMOUNT, Amount, Currency
 from ustun.service.tables import ledger_accounts, transfers
 from ustun.service.text import Text
+from ustun.store.uow import Hook
 from ustun.webhooks.outbox import emit
 
 router = APIRouter(prefix="/v1/transfers", tags=["transfers"])
@@ -66,9 +66,12 @@ def _move(ledger_id: str, delta: int) -> Any:
 
 
 @router.post("", status_code=201, openapi_extra=idempotency("required"), response_model=None)
-async def create_transfer(body: TransferCreate, account: CurrentAccount, db: DB) -> JSONResponse:
+async def create_transfer(
+    body: TransferCreate, request: Request, account: CurrentAccount, db: DB
+) -> JSONResponse:
     """Debit `from` and credit `to` atomically; 409 `insufficient-funds` if `from` is short,
     409 `balance-limit-exceeded` if `to` would pass MAX_AMOUNT (nothing moved in either case)."""
+    between_moves: Hook | None = request.app.state.between_transfer_moves
     async with db.unit_of_work() as uow:
         # Lock both rows in id order, so two opposite transfers cannot deadlock (PostgreSQL).
         rows = (
@@ -107,7 +110,8 @@ async def create_transfer(body: TransferCreate, account: CurrentAccount, db: DB)
                 f"Ledger account {body.source!r} holds {balance}, less than {body.amount}.",
                 balance=balance,
             )
-        await pause_point("transfer")
+        if between_moves is not None:
+            await between_moves()
         credited = await uow.conn.execute(_move(body.target, body.amount))
         if credited.rowcount == 0:
             balance = found[body.target].balance

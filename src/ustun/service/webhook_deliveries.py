@@ -5,16 +5,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from sqlalchemy import Row, select, update
+from sqlalchemy import Row
 
-from ustun import clock
 from ustun.clock import rfc3339, rfc3339_or_none
-from ustun.http.errors import ProblemError
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.pagination import page
-from ustun.webhooks.outbox import wake
-from ustun.webhooks.states import Change, Status, transition
-from ustun.webhooks.tables import attempts, deliveries, endpoints
+from ustun.webhooks import operations
+from ustun.webhooks.states import Status
+from ustun.webhooks.tables import deliveries
 
 router = APIRouter(prefix="/v1/deliveries", tags=["webhooks"])
 Id = Annotated[str | None, Query(max_length=64, pattern=r"^[A-Za-z0-9_]+$")]
@@ -69,55 +67,14 @@ async def list_deliveries(
         return await page(conn, d, where=where, limit=limit, cursor=cursor, render=render)
 
 
-async def _delivery(conn: Any, account_id: str, delivery_id: str) -> Row[Any]:
-    row: Row[Any] | None = (
-        await conn.execute(
-            select(deliveries).where(
-                deliveries.c.id == delivery_id, deliveries.c.account_id == account_id
-            )
-        )
-    ).first()
-    if row is None:
-        raise ProblemError("not-found", f"No delivery {delivery_id}.")
-    return row
-
-
 @router.get("/{delivery_id}")
 async def get_delivery(delivery_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
     """One delivery with all its attempts, oldest first."""
-    async with db.read(snapshot=True) as conn:
-        row = await _delivery(conn, account.id, delivery_id)
-        tried = await conn.execute(
-            select(attempts)
-            .where(attempts.c.delivery_id == delivery_id)
-            .order_by(attempts.c.attempted_at, attempts.c.id)
-        )
-        return render(row) | {"attempts": [render_attempt(a) for a in tried]}
+    row, tried = await operations.read_delivery(db, account.id, delivery_id)
+    return render(row) | {"attempts": [render_attempt(a) for a in tried]}
 
 
 @router.post("/{delivery_id}/retry", status_code=202)
 async def retry_delivery(delivery_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
     """Send it again now, whatever its status (a new attempt; the count keeps growing)."""
-    async with db.unit_of_work() as uow:
-        row = await _delivery(uow.conn, account.id, delivery_id)
-        enabled = await uow.conn.scalar(
-            select(endpoints.c.enabled).where(endpoints.c.id == row.endpoint_id)
-        )
-        if not enabled:
-            raise ProblemError(
-                "state-conflict",
-                f"Endpoint {row.endpoint_id} is disabled: enable it, then retry.",
-            )
-        now = clock.now()
-        await uow.conn.execute(
-            update(deliveries)
-            .where(deliveries.c.id == delivery_id)
-            .values(
-                status=transition(row.status, Change.RESEND).value,
-                next_attempt_at=now,
-                lease_token=None,
-                updated_at=now,
-            )
-        )
-        await wake(uow)
-        return render(await _delivery(uow.conn, account.id, delivery_id))
+    return render(await operations.retry_delivery(db, account.id, delivery_id))

@@ -8,19 +8,10 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
-from sqlalchemy import ColumnElement, Row, case, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Row
 
-from ustun import clock
 from ustun.clock import rfc3339
-from ustun.concurrency import (
-    GuardRejected,
-    Preconditions,
-    Version,
-    compare_and_delete,
-    compare_and_set,
-    validators,
-)
+from ustun.concurrency import Version, validators
 from ustun.http.errors import ProblemError
 from ustun.service.bodies import INTEGRAL_FLOAT
 from ustun.service.conditional import Conditions, conditional_get
@@ -29,20 +20,15 @@ from ustun.service.pagination import page
 from ustun.service.text import Text
 from ustun.service.webhook_events import render_event
 from ustun.service.webhook_runtime import AppSettings, Box
-from ustun.store import Database, UnitOfWork
-from ustun.webhooks import endpoints as ops
-from ustun.webhooks import quotas, signing
-from ustun.webhooks.addresses import url_refusal
-from ustun.webhooks.outbox import PING, emit, wake
+from ustun.webhooks import operations, signing
+from ustun.webhooks.endpoints import DEFAULT_MAX_IN_FLIGHT
 from ustun.webhooks.patterns import is_pattern
-from ustun.webhooks.states import Change, Status, sources
-from ustun.webhooks.tables import deliveries, endpoints, events
+from ustun.webhooks.tables import endpoints
 
 router = APIRouter(prefix="/v1/webhook-endpoints", tags=["webhooks"])
 PATH = "/v1/webhook-endpoints"
 # Answers that show a signing secret: no cache may keep them (RFC 9111 §5.2.2.5).
 NO_STORE = "no-store"
-DISABLED_BY_REQUEST = "disabled by request"
 
 Events = Annotated[list[str], Field(min_length=1, max_length=100)]
 InFlight = Annotated[StrictInt, Field(ge=1, le=256), INTEGRAL_FLOAT]
@@ -65,7 +51,7 @@ class EndpointIn(BaseModel):
     description: Text = Field(default="", max_length=500)
     payload: Literal["full", "thin"] = "full"
     rate_limit: float | None = Field(default=None, gt=0, le=10_000, description="Sends/s.")
-    max_in_flight: InFlight = ops.DEFAULT_MAX_IN_FLIGHT
+    max_in_flight: InFlight = DEFAULT_MAX_IN_FLIGHT
     signature: signing.Scheme = Field(
         default=signing.HMAC_SHA256,
         description="`hmac-sha256`: `v1` signatures under the `secret` in the answer; "
@@ -119,62 +105,6 @@ def render(row: Row[Any]) -> dict[str, Any]:
     }
 
 
-def _check_url(url: str, allow_private: bool) -> None:
-    reason = url_refusal(url, allow_private=allow_private)
-    if reason is not None:
-        raise ProblemError(
-            "validation-error",
-            f"Invalid value in body.url: {reason}.",
-            errors=[{"field": "body.url", "message": reason, "type": "url"}],
-        )
-
-
-async def _load(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Row[Any]:
-    row = (await conn.execute(select(endpoints).where(*_key(account_id, endpoint_id)))).first()
-    if row is None:
-        raise ProblemError("not-found", f"No webhook endpoint {endpoint_id}.")
-    return row
-
-
-def _key(account_id: str, endpoint_id: str) -> list[ColumnElement[bool]]:
-    return [endpoints.c.id == endpoint_id, endpoints.c.account_id == account_id]
-
-
-async def _change(
-    uow: UnitOfWork,
-    key: list[ColumnElement[bool]],
-    pre: Preconditions,
-    values: dict[str, Any],
-    enabled: bool | None,
-) -> Row[Any]:
-    """A PATCH as one compare-and-set; disabling an enabled endpoint logs `endpoint.disabled`."""
-    c = endpoints.c
-    if enabled is True:
-        # Re-enabling clears the failure streak; enabling an enabled endpoint keeps it.
-        streak = case((c.enabled.is_(True), c.failing_since), else_=None)
-        values |= {"enabled": True, "disabled_reason": None, "failing_since": streak}
-    elif enabled is False:
-        disabling = values | {"enabled": False, "disabled_reason": DISABLED_BY_REQUEST}
-        try:
-            row = await compare_and_set(
-                uow.conn,
-                endpoints,
-                where=key,
-                pre=pre,
-                values=disabling,
-                method="PATCH",
-                guard=c.enabled.is_(True),
-            )
-        except GuardRejected:
-            pass  # Already disabled: the rest of the change still applies, below.
-        else:
-            await ops.log_disabled(uow, row)
-            return row
-    return await compare_and_set(
-        uow.conn, endpoints, where=key, pre=pre, values=values, method="PATCH"
-    )
-
-
 def _respond(response: Response, row: Row[Any]) -> dict[str, Any]:
     response.headers["etag"] = str(Version.of(row).etag)
     return render(row)
@@ -190,14 +120,15 @@ async def create_endpoint(
     response: Response,
 ) -> dict[str, Any]:
     """Subscribe a URL; an HMAC signing `secret` is in this response and never again."""
-    _check_url(body.url, settings.webhook_allow_private)
-    async with db.unit_of_work() as uow:
-        await quotas.reserve_endpoint(uow.conn, account.id, settings.max_endpoints)
-        endpoint_id, secret = await ops.create(
-            uow, box, account.id, **body.model_dump(exclude_none=True)
-        )
-        row = await _load(uow.conn, account.id, endpoint_id)
-    response.headers["location"] = f"{PATH}/{endpoint_id}"
+    row, secret = await operations.create_endpoint(
+        db,
+        box,
+        account.id,
+        body.model_dump(exclude_none=True),
+        max_endpoints=settings.max_endpoints,
+        allow_private=settings.webhook_allow_private,
+    )
+    response.headers["location"] = f"{PATH}/{row.id}"
     response.headers["cache-control"] = NO_STORE
     return _respond(response, row) | signing.shown(secret)
 
@@ -218,18 +149,12 @@ async def list_endpoints(
         )
 
 
-async def read_endpoint(db: Database, account_id: str, endpoint_id: str) -> Row[Any]:
-    """One endpoint of the account; 404 when it has none by that id."""
-    async with db.read() as conn:
-        return await _load(conn, account_id, endpoint_id)
-
-
 @router.get("/{endpoint_id}", response_model=None)
 async def get_endpoint(
     endpoint_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
 ) -> Response:
     """One endpoint with its `ETag`; 304 when If-None-Match matches."""
-    row = await read_endpoint(db, account.id, endpoint_id)
+    row = await operations.read_endpoint(db, account.id, endpoint_id)
     return conditional_get(request, pre, validators(row), render(row))
 
 
@@ -254,14 +179,9 @@ async def update_endpoint(
                 {"field": f"body.{n}", "message": "cannot be null", "type": "null"} for n in nulled
             ],
         )
-    if change.get("url") is not None:
-        _check_url(change["url"], settings.webhook_allow_private)
-    enabled = change.pop("enabled", None)
-    if "events" in change:
-        change["events"] = json.dumps(change["events"])
-    change["updated_at"] = clock.now()
-    async with db.unit_of_work() as uow:
-        row = await _change(uow, _key(account.id, endpoint_id), pre, change, enabled)
+    row = await operations.update_endpoint(
+        db, account.id, endpoint_id, change, pre, allow_private=settings.webhook_allow_private
+    )
     return _respond(response, row)
 
 
@@ -270,8 +190,7 @@ async def delete_endpoint(
     endpoint_id: str, account: CurrentAccount, db: DB, pre: Conditions
 ) -> Response:
     """Remove the endpoint and, by cascade, its deliveries (the events stay in the log)."""
-    async with db.unit_of_work() as uow:
-        await compare_and_delete(uow.conn, endpoints, where=_key(account.id, endpoint_id), pre=pre)
+    await operations.delete_endpoint(db, account.id, endpoint_id, pre)
     return Response(status_code=204)
 
 
@@ -280,9 +199,7 @@ async def rotate_secret(
     endpoint_id: str, account: CurrentAccount, db: DB, box: Box, response: Response
 ) -> dict[str, Any]:
     """A new secret (shown here once) or ed25519 key pair; the old one keeps signing for 24 h."""
-    async with db.unit_of_work() as uow:
-        secret = await ops.rotate(uow, box, await _load(uow.conn, account.id, endpoint_id))
-        row = await _load(uow.conn, account.id, endpoint_id)
+    row, secret = await operations.rotate_secret(db, box, account.id, endpoint_id)
     response.headers["cache-control"] = NO_STORE
     return _respond(response, row) | signing.shown(secret)
 
@@ -292,15 +209,9 @@ async def send_test(
     endpoint_id: str, account: CurrentAccount, db: DB, settings: AppSettings
 ) -> dict[str, Any]:
     """Send a `ping` event to this endpoint alone, at most `test_pings_per_minute` a minute."""
-    async with db.unit_of_work() as uow:
-        row = await _load(uow.conn, account.id, endpoint_id)
-        if not row.enabled:
-            raise ProblemError("state-conflict", f"Webhook endpoint {endpoint_id} is disabled.")
-        await quotas.reserve_ping(uow.conn, account.id, settings.test_pings_per_minute)
-        event_id = await emit(
-            uow, account.id, PING, {"endpoint_id": endpoint_id}, endpoint_id=endpoint_id
-        )
-        event = (await uow.conn.execute(select(events).where(events.c.id == event_id))).one()
+    event = await operations.send_test(
+        db, account.id, endpoint_id, per_minute=settings.test_pings_per_minute
+    )
     return render_event(event)
 
 
@@ -309,22 +220,5 @@ async def recover(
     endpoint_id: str, body: RecoverIn, account: CurrentAccount, db: DB
 ) -> dict[str, Any]:
     """Re-send every failed or dead delivery of this endpoint created since `since`."""
-    since = body.since if body.since.tzinfo else body.since.replace(tzinfo=clock.now().tzinfo)
-    d = deliveries
-    recoverable = [s.value for s in sources(Change.RESEND) if s in (Status.FAILED, Status.DEAD)]
-    async with db.unit_of_work() as uow:
-        row = await _load(uow.conn, account.id, endpoint_id)
-        if not row.enabled:
-            raise ProblemError("state-conflict", f"Webhook endpoint {endpoint_id} is disabled.")
-        now = clock.now()
-        result = await uow.conn.execute(
-            update(d)
-            .where(
-                d.c.endpoint_id == endpoint_id, d.c.status.in_(recoverable), d.c.created_at >= since
-            )
-            .values(
-                status=Status.PENDING.value, next_attempt_at=now, lease_token=None, updated_at=now
-            )
-        )
-        await wake(uow)
-    return {"object": "recovery", "endpoint_id": endpoint_id, "recovered": result.rowcount}
+    recovered = await operations.recover(db, account.id, endpoint_id, body.since)
+    return {"object": "recovery", "endpoint_id": endpoint_id, "recovered": recovered}

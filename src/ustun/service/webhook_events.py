@@ -76,15 +76,20 @@ async def list_events(
 ) -> dict[str, Any]:
     """The account's events, newest first, optionally of one type; with `after` or `since`,
     the feed a receiver reconciles against: oldest first, and `next_cursor` always set."""
+    if after is not None or since is not None:
+        async with db.read() as conn:
+            found = await feed.read(
+                conn,
+                account.id,
+                after=_position(after),
+                limit=limit,
+                event_type=type,
+                since=since,
+            )
+        return {"data": [render_event(r) for r in found.rows], "next_cursor": found.next.cursor}
     where = [events.c.account_id == account.id]
     if type is not None:
         where.append(events.c.type == type)
-    if after is not None or since is not None:
-        if since is not None:
-            where.append(events.c.created_at >= since)
-        async with db.read() as conn:
-            found = await feed.read(conn, where, after=_position(after), limit=limit)
-        return {"data": [render_event(r) for r in found.rows], "next_cursor": found.next.cursor}
     async with db.read() as conn:
         return await page(
             conn, events, where=where, limit=limit, cursor=cursor, render=render_event

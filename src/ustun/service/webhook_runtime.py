@@ -8,9 +8,9 @@ from fastapi import Depends, Request
 
 from ustun.settings import Settings, reveal
 from ustun.store import Database
-from ustun.webhooks.claims import CLAIM_ROUNDS
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.secretbox import SecretBox, master_key
+from ustun.webhooks.store import CLAIM_ROUNDS
 
 
 def secret_box(settings: Settings) -> SecretBox:

@@ -12,7 +12,8 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from ustun.idempotency import SqlRecordStore, sweeper
-from ustun.service.job_loops import job_loops
+from ustun.jobs import Registry
+from ustun.service.job_loops import job_kinds, job_loops
 from ustun.service.webhook_runtime import dispatcher
 from ustun.settings import Settings
 from ustun.store import Database
@@ -25,11 +26,20 @@ Loop = Callable[[asyncio.Event], Awaitable[None]]
 class Worker:
     """Starts the service's background loops and stops them cleanly."""
 
-    def __init__(self, db: Database, settings: Settings, *, concurrency: int = 4) -> None:
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        *,
+        concurrency: int = 4,
+        kinds: Registry | None = None,
+    ) -> None:
+        """`kinds`: the job kinds to run (by default the service's, `job_kinds(settings)`)."""
         self.db = db
         self.settings = settings
         self.concurrency = concurrency
-        self.loops: list[Loop] = [*job_loops(db, settings, concurrency)]
+        kinds = kinds if kinds is not None else job_kinds(settings)
+        self.loops: list[Loop] = [*job_loops(db, settings, concurrency, kinds)]
         self.loops.append(dispatcher(db, settings).run)
         self.loops.append(sweeper(SqlRecordStore(db)))
         self._stopping = asyncio.Event()

@@ -1,4 +1,4 @@
-"""Idle asyncpg connections for hot writes that are ONE statement outside any transaction.
+"""Idle driver connections for hot statements that run ONE statement outside any transaction.
 
 A lone enqueue or a worker's claim needs neither a transaction nor SQLAlchemy's statement
 machinery: the statement commits by itself. Checking out a SQLAlchemy connection for it costs
@@ -14,6 +14,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import aiosqlite
 import asyncpg
 
 
@@ -72,6 +73,48 @@ class AutocommitPool:
 
         Like SQLAlchemy's `dispose()`, it does not end the pool: later blocks connect anew.
         """
+        self._generation += 1
+        idle, self._idle = self._idle, []
+        await asyncio.gather(*(conn.close() for conn in idle), return_exceptions=True)
+
+
+class SqliteReaders:
+    """At most `size` aiosqlite connections in autocommit mode, each lent to one read at a time.
+
+    A read off SQLAlchemy's pool is one hand-off to the connection's thread, where a checkout
+    through SQLAlchemy costs a greenlet hop and pool events besides; each statement is its own
+    snapshot, as `Database.read()` gives. A cancelled read leaves nothing open: aiosqlite runs
+    the statement to its end in its thread, so the connection is reused.
+    """
+
+    def __init__(self, path: str, size: int, busy_timeout_ms: int) -> None:
+        self._path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self._slots = asyncio.Semaphore(size)
+        self._idle: list[aiosqlite.Connection] = []
+        self._generation = 0
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[aiosqlite.Connection]:
+        """An idle reader (a new one if none is idle), returned when the block ends."""
+        async with self._slots:
+            generation = self._generation
+            conn = self._idle.pop() if self._idle else await self._connect()
+            try:
+                yield conn
+            finally:
+                if generation == self._generation:
+                    self._idle.append(conn)
+                else:
+                    await conn.close()
+
+    async def _connect(self) -> aiosqlite.Connection:
+        conn = await aiosqlite.connect(self._path, isolation_level=None)
+        await conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+        return conn
+
+    async def close(self) -> None:
+        """Close every idle reader now and lent ones when their block ends."""
         self._generation += 1
         idle, self._idle = self._idle, []
         await asyncio.gather(*(conn.close() for conn in idle), return_exceptions=True)

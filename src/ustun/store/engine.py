@@ -21,7 +21,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import PoolResetState
 
-from ustun.store.autocommit import AutocommitPool
+from ustun.store.autocommit import AutocommitPool, SqliteReaders
 from ustun.store.uow import (
     WRITE_OPTION,
     Held,
@@ -31,6 +31,7 @@ from ustun.store.uow import (
 )
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+_SQLITE_READERS = 4  # aiosqlite connections (a thread each) for one-statement reads
 _AUTOCOMMIT = "ustun_autocommit"
 
 
@@ -80,6 +81,12 @@ class Database:
         )
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
         self._autocommit = None if self.is_sqlite else AutocommitPool(self.dsn, pool_size)
+        path = self.engine.url.database
+        self._sqlite_readers = (
+            SqliteReaders(path, _SQLITE_READERS, SQLITE_BUSY_TIMEOUT_MS)
+            if self.is_sqlite and path and path != ":memory:" and "mode=memory" not in self.url
+            else None
+        )
         if self.is_sqlite:
             _configure_sqlite(self.engine)
 
@@ -130,6 +137,22 @@ class Database:
             yield conn
 
     @asynccontextmanager
+    async def driver_reader(self) -> AsyncIterator[Any]:
+        """A driver connection for ONE read statement outside any unit of work, off
+        SQLAlchemy's pool: asyncpg from `autocommit()`, or aiosqlite in autocommit mode.
+
+        Yields None where there is none (an in-memory SQLite database): use `read()` then.
+        """
+        if self._autocommit is not None:
+            async with self._autocommit.connection() as conn:
+                yield conn
+        elif self._sqlite_readers is not None:
+            async with self._sqlite_readers.connection() as reader:
+                yield reader
+        else:
+            yield None
+
+    @asynccontextmanager
     async def hold(self) -> AsyncIterator[Held]:
         """Defer the commit of the next unit of work opened in this block to the block's end.
 
@@ -173,6 +196,8 @@ class Database:
         """Close every pooled connection."""
         if self._autocommit is not None:
             await self._autocommit.close()
+        if self._sqlite_readers is not None:
+            await self._sqlite_readers.close()
         await self.engine.dispose()
 
 

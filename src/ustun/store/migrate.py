@@ -10,21 +10,13 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
 
-from ustun.http.errors import UstunError
+from ustun.http.errors import SchemaOutOfDate, TablesMissing
 from ustun.store.engine import Database
 from ustun.store.uow import WRITE_OPTION
 
 SCRIPT_LOCATION = "ustun.store:migrations"
 # Any constant works: it only has to be the same for every ustun process sharing a database.
 _PG_MIGRATION_LOCK = 0x75737475
-
-
-class SchemaOutOfDate(RuntimeError):
-    """The database schema is older (or newer) than this version of ustun expects."""
-
-
-class TablesMissing(UstunError):
-    """A table a library component needs is not in the app's database (one line: what to run)."""
 
 
 def _config(conn: Connection | None = None) -> Config:

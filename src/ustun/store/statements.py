@@ -101,17 +101,23 @@ class Statement:
         return _processed(compiled, raw)
 
     async def read(self, db: Database, params: Mapping[str, Any]) -> list[FastRow]:
-        """`rows` of a read through `db.read()`; on PostgreSQL outside a unit of work, on the
-        autocommit pool, which skips SQLAlchemy's connection checkout (one statement, its own
-        snapshot, as `db.read()` gives too)."""
-        if db.is_sqlite or current_unit_of_work() is not None:
-            async with db.read() as conn:
-                return await self.rows(conn, params, begin=False)
-        compiled = self._for(db.engine.dialect)
-        args = self._args(compiled, params)
-        async with db.autocommit() as driver:
-            raw = await driver.fetch(compiled.sql, *args)
-        return _processed(compiled, raw)
+        """`rows` of a read through `db.read()`; outside a unit of work, on a driver connection
+        of `db.driver_reader()`, which skips SQLAlchemy's connection checkout (one statement,
+        its own snapshot, as `db.read()` gives too)."""
+        if current_unit_of_work() is None:
+            async with db.driver_reader() as driver:
+                if driver is not None:
+                    compiled = self._for(db.engine.dialect)
+                    args = self._args(compiled, params)
+                    if db.is_sqlite:
+                        raw: Sequence[Sequence[Any]] = await driver.execute_fetchall(
+                            compiled.sql, args
+                        )
+                    else:
+                        raw = await driver.fetch(compiled.sql, *args)
+                    return _processed(compiled, raw)
+        async with db.read() as conn:
+            return await self.rows(conn, params, begin=False)
 
     async def count(self, conn: AsyncConnection, params: Mapping[str, Any]) -> int:
         """Run a write in the connection's transaction (begun if need be); rows it changed."""

@@ -1,11 +1,12 @@
 """The dispatcher: claims due deliveries, sends them, records every attempt.
 
-One loop per worker process. It claims in batches with a lease (see `claims`; a claim brings
-the events along), keeps endpoints decrypted until their version changes, sends with one shared
-aiohttp session through a per-endpoint `Gate` (in-flight cap, rate limit), and hands outcomes
-to a writer task that records them in batched transactions (asyncpg itself on PostgreSQL). It
-sleeps until an event is committed (PostgreSQL LISTEN/NOTIFY, the in-process doorbell), a retry
-falls due, capacity frees up, or the poll interval passes.
+One loop per worker process, with no SQL of its own: every read and write goes through the
+webhooks store (`webhooks.store`, one adapter per dialect). It claims in batches with a lease
+(a claim brings the events along), keeps endpoints decrypted until their version changes, sends
+with one shared aiohttp session through a per-endpoint `Gate` (in-flight cap, rate limit), and
+hands outcomes to a writer task that records them in batched transactions. It sleeps until an
+event is committed (PostgreSQL LISTEN/NOTIFY, the in-process doorbell), a retry falls due,
+capacity frees up, or the poll interval passes.
 """
 
 from __future__ import annotations
@@ -18,25 +19,22 @@ from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import aiohttp
-from sqlalchemy import bindparam, insert, select, update
 
 from ustun import clock, ids, instrumentation
 from ustun.http.retry_after import parse_retry_after
 from ustun.http.signature import headers as signed_headers
 from ustun.store import Database, UnitOfWork
-from ustun.store.uow import asyncpg_connection
 from ustun.webhooks import endpoints as endpoint_ops
 from ustun.webhooks import message, transport
-from ustun.webhooks.claims import CUSTOM_PLANS, Claim, claim
+from ustun.webhooks.adapters import for_database
 from ustun.webhooks.limits import Gate
 from ustun.webhooks.schedule import RETRY_AFTER_STATUSES, retry_delay
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.states import Change, transition
-from ustun.webhooks.tables import attempts, deliveries, endpoints
-from ustun.webhooks.wakeup import CHANNEL, doorbell
+from ustun.webhooks.store import Attempt, Claim, Settlement
+from ustun.webhooks.wakeup import doorbell
 
 log = logging.getLogger("ustun.webhooks")
 
@@ -46,37 +44,6 @@ DEFAULT_MAX_IN_FLIGHT = 512
 DISABLE_AFTER = timedelta(days=5)
 WRITE_BATCH = 512
 WRITE_DELAY = 0.02
-
-# A batch of outcomes on PostgreSQL, in two statements: the fenced delivery updates, joined by
-# primary key to the arrays of their new values, and the attempt rows in one INSERT. Both are
-# planned for each batch (see `claims.CUSTOM_PLANS`); the ids are matched through
-# `= ANY(ARRAY(...))`, which the planner takes to the primary key, where a join on `d.id = u.id`
-# alone, or `d.lease_token = $6`, led it to scan the whole table.
-_PG_SETTLE = """
-UPDATE webhook_deliveries d
-SET status = u.status, attempt_count = u.attempt_count, next_attempt_at = u.next_attempt_at,
-    lease_token = NULL, updated_at = $5
-FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[])
-    AS u(id, status, attempt_count, next_attempt_at)
-WHERE d.id = ANY(ARRAY(SELECT unnest($1::text[]))) AND d.id = u.id AND d.lease_token = $6
-"""
-_PG_ATTEMPTS = """
-INSERT INTO webhook_attempts
-    (id, delivery_id, attempted_at, status_code, latency_ms, error, response)
-SELECT * FROM unnest(
-    $1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::float8[], $6::text[], $7::text[]
-)
-"""
-_UPDATE_KEYS = ("b_id", "b_status", "b_attempts", "b_next")
-_ATTEMPT_KEYS = (
-    "id",
-    "delivery_id",
-    "attempted_at",
-    "status_code",
-    "latency_ms",
-    "error",
-    "response",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +74,10 @@ class _Result:
 
 @dataclass(slots=True)
 class _Batch:
-    """Rows a writer flush applies in one transaction, as tuples in `_*_KEYS` order."""
+    """What a writer flush applies in one transaction."""
 
-    updates: list[tuple[Any, ...]] = field(default_factory=list)
-    attempts: list[tuple[Any, ...]] = field(default_factory=list)
+    updates: list[Settlement] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
     healthy: set[str] = field(default_factory=set)
     failing: set[str] = field(default_factory=set)
     gone: set[str] = field(default_factory=set)
@@ -121,6 +88,7 @@ class Dispatcher:
 
     def __init__(self, db: Database, box: SecretBox, config: DispatchConfig) -> None:
         self.db = db
+        self.store = for_database(db)
         self.box = box
         self.config = config
         self.token = ids.new_id("lease")
@@ -165,23 +133,18 @@ class Dispatcher:
 
     @contextlib.asynccontextmanager
     async def _listening(self) -> AsyncIterator[None]:
-        """LISTEN on PostgreSQL so a commit anywhere wakes this dispatcher at once."""
-        if self.db.is_sqlite:
+        """Listen (PostgreSQL) so a commit in any process wakes this dispatcher at once."""
+        listener = self.store.listener(self.db, self._wake.set)
+        if listener is None:
             yield
             return
-        async with self.db.engine.connect() as conn:
-            raw: Any = (await conn.get_raw_connection()).driver_connection
-            assert raw is not None
-
-            def notified(*_: object) -> None:
-                self._wake.set()
-
-            await raw.add_listener(CHANNEL, notified)
-            try:
-                yield
-            finally:
-                with contextlib.suppress(Exception):
-                    await raw.remove_listener(CHANNEL, notified)
+        stopping = asyncio.Event()
+        listening = asyncio.create_task(listener.run(stopping))
+        try:
+            yield
+        finally:
+            stopping.set()
+            await listening
 
     async def _sleep(self) -> None:
         timeout = self.config.poll_interval
@@ -199,7 +162,7 @@ class Dispatcher:
         if room <= 0:
             return False
         now = clock.now()
-        claimed = await claim(
+        claimed = await self.store.claim(
             self.db,
             limit=room,
             now=now,
@@ -253,10 +216,8 @@ class Dispatcher:
         if stale:
             for endpoint_id in stale:
                 self._endpoints.pop(endpoint_id, None)  # gone, unless the read finds it
-            async with self.db.read() as conn:
-                rows = await conn.execute(select(endpoints).where(endpoints.c.id.in_(stale)))
-                for row in rows:
-                    self._endpoints[row.id] = endpoint_ops.target(self.box, row, now)
+            for row in await self.store.endpoint_rows(self.db, stale):
+                self._endpoints[row.id] = endpoint_ops.target(self.box, row, now)
         return self._endpoints
 
     async def _deliver(
@@ -331,7 +292,7 @@ class Dispatcher:
         else:
             attempts_made += 1
             batch.attempts.append(
-                (
+                Attempt(
                     ids.new_id("att"),
                     item.id,
                     result.attempted_at,
@@ -363,7 +324,7 @@ class Dispatcher:
                     due = time.monotonic() + delay
                     self._soonest = due if self._soonest is None else min(self._soonest, due)
         batch.updates.append(
-            (item.id, transition(item.status, change).value, attempts_made, next_at)
+            Settlement(item.id, transition(item.status, change).value, attempts_made, next_at)
         )
 
     async def _record(self, results: list[_Result]) -> None:
@@ -372,74 +333,23 @@ class Dispatcher:
         for result in results:
             self._plan(result, now, batch)
         async with self.db.unit_of_work() as uow:
-            if self.db.is_sqlite:
-                await self._settle_sqlite(uow, batch, now)
-            else:
-                await self._settle_asyncpg(await asyncpg_connection(uow.conn), batch, now)
+            await self.store.settle(uow, batch.updates, batch.attempts, now=now, token=self.token)
             await self._endpoint_health(uow, batch, now)
         if self._soonest is not None:
             self._wake.set()
 
-    async def _settle_asyncpg(self, conn: Any, batch: _Batch, now: datetime) -> None:
-        """The fenced delivery updates and the attempt rows on PostgreSQL, straight on asyncpg."""
-        # One row per delivery (the last outcome wins, as it would updating them one by one).
-        latest = {row[0]: row for row in batch.updates}
-        await conn.execute(CUSTOM_PLANS)
-        await conn.execute(
-            _PG_SETTLE, *map(list, zip(*latest.values(), strict=True)), now, self.token
-        )
-        if batch.attempts:
-            await conn.execute(_PG_ATTEMPTS, *map(list, zip(*batch.attempts, strict=True)))
-
-    async def _settle_sqlite(self, uow: UnitOfWork, batch: _Batch, now: datetime) -> None:
-        """The fenced delivery updates and the attempt rows, through SQLAlchemy Core."""
-        d = deliveries
-        statement = (
-            update(d)
-            .where(d.c.id == bindparam("b_id"), d.c.lease_token == self.token)
-            .values(
-                status=bindparam("b_status"),
-                attempt_count=bindparam("b_attempts"),
-                next_attempt_at=bindparam("b_next"),
-                lease_token=None,
-                updated_at=now,
-            )
-        )
-        await uow.conn.execute(
-            statement, [dict(zip(_UPDATE_KEYS, r, strict=True)) for r in batch.updates]
-        )
-        if batch.attempts:
-            rows = [dict(zip(_ATTEMPT_KEYS, r, strict=True)) for r in batch.attempts]
-            await uow.conn.execute(insert(attempts), rows)
-
     async def _endpoint_health(self, uow: UnitOfWork, batch: _Batch, now: datetime) -> None:
         """Clear or start each endpoint's failing streak; disable on 410 or 5 days of failure."""
-        e = endpoints
-        conn = uow.conn
         recovered = batch.healthy & self._failing
         if recovered:
-            await conn.execute(
-                update(e)
-                .where(e.c.id.in_(recovered), e.c.failing_since.is_not(None))
-                .values(failing_since=None)
-            )
+            await self.store.clear_failing(uow, recovered)
             self._failing -= recovered
         failing = batch.failing - batch.healthy
         self._failing |= failing
         if failing:
-            await conn.execute(
-                update(e)
-                .where(e.c.id.in_(failing), e.c.failing_since.is_(None))
-                .values(failing_since=now)
-            )
-            expired = await conn.scalars(
-                select(e.c.id).where(
-                    e.c.id.in_(failing),
-                    e.c.enabled.is_(True),
-                    e.c.failing_since <= now - self.config.disable_after,
-                )
-            )
-            for endpoint_id in expired.all():
+            await self.store.mark_failing(uow, failing, now)
+            expired = await self.store.failing_since(uow, failing, now - self.config.disable_after)
+            for endpoint_id in expired:
                 await endpoint_ops.disable(uow, endpoint_id, "failing for 5 days")
         for endpoint_id in batch.gone:
             await endpoint_ops.disable(uow, endpoint_id, "the endpoint answered 410 Gone")

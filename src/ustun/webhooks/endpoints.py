@@ -8,15 +8,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Row, insert, update
+from sqlalchemy import Row
 
 from ustun import clock, ids
 from ustun.http.signature import Signer, signer
 from ustun.store import UnitOfWork
 from ustun.webhooks import signing
+from ustun.webhooks.adapters import for_connection
 from ustun.webhooks.outbox import ENDPOINT_DISABLED, emit
 from ustun.webhooks.secretbox import SecretBox
-from ustun.webhooks.tables import endpoints
 
 DEFAULT_MAX_IN_FLIGHT = 8
 ROTATION_OVERLAP = timedelta(hours=24)
@@ -86,8 +86,9 @@ async def create(
     endpoint_id = ids.new_id("we")
     secret = signing.new_key(signature)
     now = clock.now()
-    await uow.conn.execute(
-        insert(endpoints).values(
+    await for_connection(uow.conn).insert_endpoint(
+        uow,
+        dict(
             id=endpoint_id,
             account_id=account_id,
             url=url,
@@ -103,7 +104,7 @@ async def create(
             secret=box.seal(str(secret), context=endpoint_id),
             created_at=now,
             updated_at=now,
-        )
+        ),
     )
     return endpoint_id, secret
 
@@ -113,37 +114,21 @@ async def rotate(uow: UnitOfWork, box: SecretBox, row: Row[Any]) -> Signer:
     `ROTATION_OVERLAP`."""
     secret = signing.new_key(row.signature)
     now = clock.now()
-    await uow.conn.execute(
-        update(endpoints)
-        .where(endpoints.c.id == row.id)
-        .values(
-            secret=box.seal(str(secret), context=row.id),
-            public_key=signing.public_key(secret),
-            previous_secret=row.secret,
-            previous_secret_expires_at=now + ROTATION_OVERLAP,
-            version=endpoints.c.version + 1,
-            updated_at=now,
-        )
+    await for_connection(uow.conn).rotate_secret(
+        uow,
+        row.id,
+        secret=box.seal(str(secret), context=row.id),
+        public_key=signing.public_key(secret),
+        previous=row.secret,
+        previous_expires_at=now + ROTATION_OVERLAP,
+        now=now,
     )
     return secret
 
 
 async def disable(uow: UnitOfWork, endpoint_id: str, reason: str) -> bool:
     """Disable an enabled endpoint and log `endpoint.disabled`; False if it already was."""
-    now = clock.now()
-    row = (
-        await uow.conn.execute(
-            update(endpoints)
-            .where(endpoints.c.id == endpoint_id, endpoints.c.enabled.is_(True))
-            .values(
-                enabled=False,
-                disabled_reason=reason,
-                version=endpoints.c.version + 1,
-                updated_at=now,
-            )
-            .returning(*endpoints.c)
-        )
-    ).first()
+    row = await for_connection(uow.conn).disable_endpoint(uow, endpoint_id, reason, clock.now())
     if row is None:
         return False
     await log_disabled(uow, row)

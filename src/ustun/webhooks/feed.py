@@ -20,12 +20,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, func, select, text, tuple_
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ustun.webhooks.tables import events
+from ustun.webhooks.adapters import for_connection
 
 CURSOR_PREFIX = "evc_"
 # A cursor: the prefix, then `txid` and `seq` as 16 hex digits each. Both are PostgreSQL
@@ -33,8 +34,6 @@ CURSOR_PREFIX = "evc_"
 # is a position, and the API's schema can say exactly which strings it takes.
 CURSOR_PATTERN = f"^{CURSOR_PREFIX}[0-7][0-9a-f]{{15}}[0-7][0-9a-f]{{15}}$"
 _CURSOR = re.compile(CURSOR_PATTERN)
-_MAX_SEQ = 2**63 - 1
-_PG_HORIZON = text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -71,39 +70,34 @@ class Page:
 
 async def horizon(conn: AsyncConnection) -> Position:
     """The position at or below which every event has committed, or never will."""
-    if conn.dialect.name == "postgresql":
-        oldest_running: int = await conn.scalar(_PG_HORIZON)
-        return Position(oldest_running - 1, _MAX_SEQ)
-    largest = await conn.scalar(select(func.coalesce(func.max(events.c.seq), 0)))
-    return Position(0, int(largest or 0))
+    return Position(*await for_connection(conn).feed_horizon(conn))
 
 
 async def read(
     conn: AsyncConnection,
-    where: Sequence[ColumnElement[bool]],
+    account_id: str,
     *,
     after: Position,
     limit: int,
+    event_type: str | None = None,
+    since: datetime | None = None,
 ) -> Page:
-    """Up to `limit` events matching `where` after `after`, below the horizon, in feed order.
+    """Up to `limit` of the account's events after `after`, below the horizon, in feed order
+    (only of `event_type`, only created since `since`, when given).
 
     A full page continues from its last event; a short one has read everything below the
     horizon, so it continues from there (filtered-out events are not read again).
     """
     top = await horizon(conn)
-    position = tuple_(events.c.txid, events.c.seq)
-    rows = (
-        await conn.execute(
-            select(events)
-            .where(
-                *where,
-                position > tuple_(after.txid, after.seq),
-                position <= tuple_(top.txid, top.seq),
-            )
-            .order_by(events.c.txid, events.c.seq)
-            .limit(limit)
-        )
-    ).all()
+    rows = await for_connection(conn).feed_events(
+        conn,
+        account_id,
+        after=(after.txid, after.seq),
+        upto=(top.txid, top.seq),
+        limit=limit,
+        event_type=event_type,
+        since=since,
+    )
     if len(rows) == limit:
         return Page(rows, Position(rows[-1].txid, rows[-1].seq))
     return Page(rows, max(after, top))

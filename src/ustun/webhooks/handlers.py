@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from ustun.http.backoff import NO_JITTER, backoff
 from ustun.webhooks.patterns import matches
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ class Handlers:
                     attempt + 1,
                     error,
                 )
-                await asyncio.sleep(self.backoff * 2**attempt)
+                await asyncio.sleep(backoff(attempt + 1, base=self.backoff, jitter=NO_JITTER))
         await inbox.failed(webhook_id, error)
 
 

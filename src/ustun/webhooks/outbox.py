@@ -2,76 +2,24 @@
 
 A handler calls `emit(uow, …)` inside its unit of work. The event row and one delivery per
 matching enabled endpoint are inserted on the same transaction, so a rolled-back request sends
-nothing and a committed one is never lost. Dispatchers are woken after commit: by NOTIFY on
-PostgreSQL (delivered only when the transaction commits) and by the in-process doorbell.
+nothing and a committed one is never lost. Dispatchers are woken after commit: by the store's
+notification (PostgreSQL NOTIFY, delivered only when the transaction commits) and by the
+in-process doorbell.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import String, TextualSelect, bindparam, insert, text
-
 from ustun import clock, ids
 from ustun.store import UnitOfWork
-from ustun.store.statements import Statement
 from ustun.webhooks import message
+from ustun.webhooks.adapters import for_connection
 from ustun.webhooks.states import Status
-from ustun.webhooks.tables import deliveries, events
-from ustun.webhooks.wakeup import CHANNEL, doorbell
+from ustun.webhooks.wakeup import doorbell
 
 PING = "ping"
 ENDPOINT_DISABLED = "endpoint.disabled"
-
-# The event row and, in the same statement, the ids of the endpoints that get a delivery: the
-# account's enabled ones whose filter (`webhooks.patterns.matches`: `*`, an exact type or
-# `prefix.*`) selects the type, or only `:endpoint_id` when given. Space-separated, NULL if none.
-_INSERT_EVENT = """INSERT INTO webhook_events (id, account_id, type, data, object_url, created_at)
-VALUES (:id, :account_id, :type, :data, :object_url, :created_at)
-RETURNING (SELECT {agg} FROM webhook_endpoints AS ep
-  WHERE ep.account_id = :account_id AND ep.enabled
-    AND (ep.id = :endpoint_id OR (:endpoint_id IS NULL AND EXISTS ({patterns}
-      WHERE {p} = '*' OR {p} = :type
-        OR (substr({p}, length({p}) - 1) = '.*'
-            AND substr(:type, 1, length({p}) - 1) = substr({p}, 1, length({p}) - 1))))))
-  AS targets"""
-_PG_EMIT = _INSERT_EVENT.format(
-    agg="string_agg(ep.id, ' ')",
-    patterns="SELECT FROM json_array_elements_text(ep.events::json) AS p(pattern)",
-    p="p.pattern",
-).replace(":endpoint_id", "CAST(:endpoint_id AS VARCHAR)")
-_SQLITE_EMIT = _INSERT_EVENT.format(
-    agg="group_concat(ep.id, ' ')", patterns="SELECT 1 FROM json_each(ep.events) AS p", p="p.value"
-)
-
-
-def _emit_statement(sql: str) -> TextualSelect:
-    return (
-        text(sql)
-        .bindparams(bindparam("created_at", type_=events.c.created_at.type))
-        .columns(targets=String)
-    )
-
-
-# The columns of a delivery that `emit` queues; the others start NULL.
-_QUEUED = (
-    "id",
-    "account_id",
-    "endpoint_id",
-    "event_id",
-    "status",
-    "attempt_count",
-    "next_attempt_at",
-    "created_at",
-    "updated_at",
-)
-_EMIT = Statement(_emit_statement(_PG_EMIT), per_dialect={"sqlite": _emit_statement(_SQLITE_EMIT)})
-_DELIVERIES = Statement(
-    insert(deliveries).values(
-        {c.name: bindparam(c.name, type_=c.type) for c in deliveries.c if c.name in _QUEUED}
-    )
-)
-_NOTIFY = Statement(text("SELECT pg_notify(:channel, '')"))
 
 
 async def _ring() -> None:
@@ -91,10 +39,11 @@ async def emit(
 
     `endpoint_id` sends it to that one endpoint regardless of its filter (the `ping` test).
     """
+    store = for_connection(uow.conn)
     now = clock.now()
     event_id = ids.new_id("evt")
-    [row] = await _EMIT.rows(
-        uow.conn,
+    targets = await store.insert_event(
+        uow,
         {
             "id": event_id,
             "account_id": account_id,
@@ -102,13 +51,13 @@ async def emit(
             "data": message.stored_data(data),
             "object_url": object_url,
             "created_at": now,
-            "endpoint_id": endpoint_id,
         },
+        endpoint_id,
     )
-    if row.targets is None:
+    if not targets:
         return event_id
-    await _DELIVERIES.many(
-        uow.conn,
+    await store.queue(
+        uow,
         [
             {
                 "id": ids.new_id("dlv"),
@@ -121,7 +70,7 @@ async def emit(
                 "created_at": now,
                 "updated_at": now,
             }
-            for target in row.targets.split(" ")
+            for target in targets
         ],
     )
     await wake(uow)
@@ -129,7 +78,6 @@ async def emit(
 
 
 async def wake(uow: UnitOfWork) -> None:
-    """Wake dispatchers once `uow` commits: NOTIFY (PostgreSQL) and the in-process doorbell."""
-    if uow.conn.dialect.name == "postgresql":
-        await _NOTIFY.count(uow.conn, {"channel": CHANNEL})
+    """Wake dispatchers once `uow` commits: the store's notification and the in-process doorbell."""
+    await for_connection(uow.conn).notify(uow)
     uow.after_commit(_ring)

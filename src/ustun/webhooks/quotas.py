@@ -8,39 +8,24 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from ustun import clock
 from ustun.http.errors import ProblemError
 from ustun.http.retry_after import format_retry_after
-from ustun.store.tables import accounts
+from ustun.store import UnitOfWork
+from ustun.webhooks.adapters import for_connection
 from ustun.webhooks.outbox import PING
-from ustun.webhooks.tables import endpoints, events
 
 PING_WINDOW = timedelta(minutes=1)
 # A full endpoint cap frees only when an endpoint is deleted: a retry is not worth it sooner.
 CAP_RETRY_AFTER = 3600
 
 
-async def lock_account(conn: AsyncConnection, account_id: str) -> None:
-    """Serialise this account's quota checks until commit.
-
-    PostgreSQL: `FOR NO KEY UPDATE` on its row (inserts referencing it are not blocked);
-    SQLite: a no-op, as `BEGIN IMMEDIATE` already serialises every writer.
-    """
-    await conn.execute(
-        select(accounts.c.id).where(accounts.c.id == account_id).with_for_update(key_share=True)
-    )
-
-
-async def reserve_endpoint(conn: AsyncConnection, account_id: str, cap: int) -> None:
+async def reserve_endpoint(uow: UnitOfWork, account_id: str, cap: int) -> None:
     """Raise 429 `quota-exceeded` unless the account has room for one more endpoint."""
-    await lock_account(conn, account_id)
-    count = await conn.scalar(
-        select(func.count()).select_from(endpoints).where(endpoints.c.account_id == account_id)
-    )
-    if (count or 0) >= cap:
+    store = for_connection(uow.conn)
+    await store.lock_account(uow, account_id)
+    count = await store.count_endpoints(uow, account_id)
+    if count >= cap:
         raise ProblemError(
             "quota-exceeded",
             f"This account has {count} webhook endpoints, the most it may have ({cap}). "
@@ -50,20 +35,13 @@ async def reserve_endpoint(conn: AsyncConnection, account_id: str, cap: int) -> 
         )
 
 
-async def reserve_ping(conn: AsyncConnection, account_id: str, per_minute: int) -> None:
+async def reserve_ping(uow: UnitOfWork, account_id: str, per_minute: int) -> None:
     """Raise 429 `rate-limited` if the account sent `per_minute` pings in the last minute."""
-    await lock_account(conn, account_id)
+    store = for_connection(uow.conn)
+    await store.lock_account(uow, account_id)
     now = clock.now()  # Once the lock is held: the pings counted are all older than this.
-    count, oldest = (
-        await conn.execute(
-            select(func.count(), func.min(events.c.created_at)).where(
-                events.c.account_id == account_id,
-                events.c.type == PING,
-                events.c.created_at > now - PING_WINDOW,
-            )
-        )
-    ).one()
-    if count >= per_minute:
+    count, oldest = await store.count_events(uow, account_id, PING, now - PING_WINDOW)
+    if oldest is not None and count >= per_minute:
         wait = (oldest + PING_WINDOW - now).total_seconds()
         raise ProblemError(
             "rate-limited",

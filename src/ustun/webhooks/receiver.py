@@ -26,9 +26,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
 from ustun.http.errors import RepeatedHeaders, SignatureError
 from ustun.http.problem import MEDIA_TYPE, encode, problem
-from ustun.http.signature import DEFAULT_TOLERANCE, PublicKey, Secret, Verifier
+from ustun.http.signature import PublicKey, Secret, Verifier
 from ustun.webhooks.handlers import DEFAULT_ATTEMPTS, DEFAULT_BACKOFF, Handler, Handlers
 from ustun.webhooks.inbox import Inbox
 from ustun.webhooks.verify import verify_delivery
@@ -51,7 +52,7 @@ class WebhookReceiver:
         *,
         inbox: Inbox,
         handlers: Handlers | None = None,
-        tolerance: float = DEFAULT_TOLERANCE,
+        tolerance: float = DEFAULT_SIGNATURE_TOLERANCE,
         attempts: int = DEFAULT_ATTEMPTS,
         backoff: float = DEFAULT_BACKOFF,
     ) -> None:

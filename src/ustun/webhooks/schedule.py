@@ -1,11 +1,12 @@
-"""When to try again: the retry schedule with ±20 % jitter, and `Retry-After` clamping."""
+"""When to try a delivery again: its scheduled delay ±20 %, or a `Retry-After` clamped."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
 
-JITTER = 0.2
+from ustun.http.backoff import TWENTY_PERCENT_JITTER, backoff
+
 # Statuses whose Retry-After a sender honours (RFC 6585 §4, RFC 9110 §15.6.4).
 RETRY_AFTER_STATUSES = frozenset({429, 503})
 
@@ -27,4 +28,4 @@ def retry_delay(
     scheduled = schedule[attempts_made - 1]
     if retry_after is not None:
         return min(max(retry_after, 0.0), 2 * scheduled)
-    return scheduled * (rng or random).uniform(1 - JITTER, 1 + JITTER)
+    return backoff(base=scheduled, jitter=TWENTY_PERCENT_JITTER, rand=(rng or random).random)

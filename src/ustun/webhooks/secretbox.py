@@ -22,15 +22,11 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from sqlalchemy.engine import make_url
 
-from ustun.http.errors import UstunError
+from ustun.http.errors import SecretKeyError
 
 _INFO = b"ustun webhook signing secrets v1"
 _NONCE_BYTES = 12
 KEY_FILE_SUFFIX = ".key"
-
-
-class SecretKeyError(UstunError):
-    """No usable master key: missing on PostgreSQL, or a ciphertext that does not open."""
 
 
 def _aead(master_key: str) -> AESGCM:

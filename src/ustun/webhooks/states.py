@@ -10,6 +10,9 @@ failed ──fail──▶ failed ──give_up──▶ dead      (also pending
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TYPE_CHECKING, Literal
+
+from ustun.http.errors import IllegalTransition
 
 
 class Status(StrEnum):
@@ -30,10 +33,6 @@ class Change(StrEnum):
     RESEND = "resend"
 
 
-class InvalidTransition(RuntimeError):
-    """A change that the table does not allow from the current status."""
-
-
 TRANSITIONS: dict[tuple[Status, Change], Status] = {
     (Status.PENDING, Change.SUCCEED): Status.SUCCEEDED,
     (Status.PENDING, Change.FAIL): Status.FAILED,
@@ -47,6 +46,15 @@ TRANSITIONS: dict[tuple[Status, Change], Status] = {
     (Status.SUCCEEDED, Change.RESEND): Status.PENDING,
 }
 
+# The status each change leads to (every edge of a change ends in the same status).
+_TARGETS: dict[Change, Status] = {change: target for (_, change), target in TRANSITIONS.items()}
+
+if TYPE_CHECKING:
+    StatusValue = Status
+else:
+    # Every status as a `Literal` for the API's models: a plain string `enum` in JSON Schema.
+    StatusValue = Literal[tuple(Status)]
+
 # Statuses a dispatcher may claim once `next_attempt_at` has passed.
 DUE = (Status.PENDING, Status.FAILED)
 
@@ -57,8 +65,8 @@ def sources(change: Change) -> tuple[Status, ...]:
 
 
 def transition(status: Status | str, change: Change) -> Status:
-    """The status after `change`; raises `InvalidTransition` if the table has no such edge."""
+    """The status after `change`; raises `IllegalTransition` if the table has no such edge."""
     try:
         return TRANSITIONS[(Status(status), change)]
     except KeyError:
-        raise InvalidTransition(f"a {status} delivery cannot {change}") from None
+        raise IllegalTransition("delivery", str(status), _TARGETS[change]) from None

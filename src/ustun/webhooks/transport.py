@@ -10,7 +10,6 @@ pass through it, so no TCP connection to a refused address is ever opened.
 from __future__ import annotations
 
 import asyncio
-import errno
 import functools
 import socket
 import time
@@ -21,17 +20,11 @@ import aiohttp
 from yarl import URL
 
 from ustun import __version__
+from ustun.http.errors import RefusedAddress
 from ustun.webhooks.addresses import address_refusal, url_refusal
 
 RESPONSE_EXCERPT = 4096
 USER_AGENT = f"ustun/{__version__}"
-
-
-class RefusedAddress(OSError):
-    """A connection to an address webhooks may not reach was about to be opened (EACCES)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(errno.EACCES, f"refused: {reason}")
 
 
 def guarded_socket(addr_info: aiohttp.AddrInfoType) -> socket.socket:

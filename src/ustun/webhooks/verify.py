@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
 from ustun.http.errors import InvalidSignature, RepeatedHeaders
 from ustun.http.signature import (
-    DEFAULT_TOLERANCE,
     ID_HEADER,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -52,7 +52,7 @@ def verify_delivery(
     secret: Verifier | str | Iterable[Verifier | str],
     headers: Mapping[str, str],
     raw_body: bytes,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float = DEFAULT_SIGNATURE_TOLERANCE,
 ) -> Delivery:
     """`verify`, also returning the signed `webhook-id` (the one value to deduplicate on)."""
     signed = verify_signature(secret, webhook_headers(headers), raw_body, tolerance=tolerance)
@@ -69,7 +69,7 @@ def verify(
     secret: Verifier | str | Iterable[Verifier | str],
     headers: Mapping[str, str],
     raw_body: bytes,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float = DEFAULT_SIGNATURE_TOLERANCE,
 ) -> dict[str, Any]:
     """The event in `raw_body` once its Standard Webhooks signature checks out.
 

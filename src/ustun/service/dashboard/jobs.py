@@ -29,7 +29,7 @@ async def job_list(
     request: Request, who: LoggedIn, status: Filter = None, cursor: Cursor = None
 ) -> Response:
     """The account's jobs, newest first, optionally of one status."""
-    chosen = cast(jobs_api.Status, status) if status in jobs.STATUSES else None
+    chosen = cast(jobs.JobStatusValue, status) if status in jobs.STATUSES else None
     listing = await jobs_api.list_jobs(
         who.account, request.app.state.db, chosen, DEFAULT_PAGE, cursor
     )

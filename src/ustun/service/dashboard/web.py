@@ -11,7 +11,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 
 from ustun.clock import rfc3339
-from ustun.http.errors import ProblemError
+from ustun.http.errors import ProblemError, UstunError
 from ustun.service.accounts import Account
 from ustun.service.dashboard.session import CSRF_FIELD, Session, SessionCodec, session_account
 
@@ -36,7 +36,7 @@ SECURITY_HEADERS = {
 }
 
 
-class LoginRequired(Exception):
+class LoginRequired(UstunError):
     """Raised by `viewer` when no one is logged in; answered with a redirect to the login."""
 
 

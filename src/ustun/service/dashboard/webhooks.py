@@ -1,7 +1,8 @@
 """Dashboard pages of the webhooks pillar: endpoints, events, deliveries.
 
-Every read and every action goes through the service's own webhook handlers (the same code
-the HTTP API runs), called with the logged-in account; nothing here re-implements their SQL.
+Every action is a webhooks operation (`ustun.webhooks.operations`, which the HTTP API runs too)
+and every listing the API's own read handler, called with the logged-in account; nothing here
+re-implements their SQL.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ustun.service import webhook_endpoints as endpoints_api
 from ustun.service import webhook_events as events_api
 from ustun.service.dashboard.web import LoggedIn, Posting, Viewer, page, see_other
 from ustun.service.deps import DEFAULT_PAGE, MAX_PAGE
+from ustun.webhooks import operations, signing
 from ustun.webhooks.states import Status
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -107,16 +109,18 @@ async def create_endpoint(
         body = endpoints_api.EndpointIn(
             url=url.strip(), events=patterns, description=description, payload=payload
         )
-        created = await endpoints_api.create_endpoint(
-            body,
-            who.account,
+        settings = request.app.state.settings
+        row, secret = await operations.create_endpoint(
             _db(request),
             request.app.state.secret_box,
-            request.app.state.settings,
-            Response(),
+            who.account.id,
+            body.model_dump(exclude_none=True),
+            max_endpoints=settings.max_endpoints,
+            allow_private=settings.webhook_allow_private,
         )
     except (ProblemError, ValidationError) as exc:
         return await _endpoints_page(request, who, error=_problem_text(exc))
+    created = endpoints_api.render(row) | signing.shown(secret)
     shown = await _endpoints_page(request, who, created=created)
     shown.headers["cache-control"] = endpoints_api.NO_STORE
     return shown
@@ -133,7 +137,7 @@ async def _endpoint_page(
     recovered: int | None = None,
 ) -> Response:
     db = _db(request)
-    row = await endpoints_api.read_endpoint(db, who.account.id, endpoint_id)
+    row = await operations.read_endpoint(db, who.account.id, endpoint_id)
     recent = await deliveries_api.list_deliveries(
         who.account, db, DEFAULT_PAGE, None, endpoint_id=endpoint_id
     )
@@ -171,21 +175,20 @@ async def set_enabled(
     etag: Annotated[str, Form(max_length=100)],
 ) -> Response:
     """Enable or disable an endpoint, if it is still as the page showed it (its `etag`)."""
-    change = endpoints_api.EndpointPatch(enabled=enabled == "true")
+    enabling = enabled == "true"
     try:
-        await endpoints_api.update_endpoint(
-            endpoint_id,
-            change,
-            who.account,
+        await operations.update_endpoint(
             _db(request),
-            request.app.state.settings,
-            Response(),
+            who.account.id,
+            endpoint_id,
+            {"enabled": enabling},
             Preconditions(if_match=EntityTagMatch.parse(etag)),
+            allow_private=request.app.state.settings.webhook_allow_private,
         )
     except PreconditionFailedError:
         stale = "The endpoint changed since this page was loaded; here it is as it is now."
         return await _endpoint_page(request, who, endpoint_id, error=stale)
-    done = "enabled" if change.enabled else "disabled"
+    done = "enabled" if enabling else "disabled"
     return see_other(f"/dashboard/endpoints/{endpoint_id}?done={done}")
 
 
@@ -193,10 +196,10 @@ async def set_enabled(
 async def rotate(request: Request, who: Posting, endpoint_id: str) -> Response:
     """Rotate the signing key and show a new HMAC secret, this once (an ed25519 endpoint's new
     public key is on the page)."""
-    rotated = await endpoints_api.rotate_secret(
-        endpoint_id, who.account, _db(request), request.app.state.secret_box, Response()
+    _, secret = await operations.rotate_secret(
+        _db(request), request.app.state.secret_box, who.account.id, endpoint_id
     )
-    shown = await _endpoint_page(request, who, endpoint_id, secret=rotated.get("secret"))
+    shown = await _endpoint_page(request, who, endpoint_id, secret=signing.shown(secret)["secret"])
     shown.headers["cache-control"] = endpoints_api.NO_STORE
     return shown
 
@@ -205,8 +208,11 @@ async def rotate(request: Request, who: Posting, endpoint_id: str) -> Response:
 async def send_test(request: Request, who: Posting, endpoint_id: str) -> Response:
     """Send a `ping` event to the endpoint."""
     try:
-        await endpoints_api.send_test(
-            endpoint_id, who.account, _db(request), request.app.state.settings
+        await operations.send_test(
+            _db(request),
+            who.account.id,
+            endpoint_id,
+            per_minute=request.app.state.settings.test_pings_per_minute,
         )
     except ProblemError as exc:
         return await _endpoint_page(request, who, endpoint_id, error=exc.detail)
@@ -225,14 +231,12 @@ async def recover(
         moment = datetime.fromisoformat(since)
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
-        result = await endpoints_api.recover(
-            endpoint_id, endpoints_api.RecoverIn(since=moment), who.account, _db(request)
-        )
+        recovered = await operations.recover(_db(request), who.account.id, endpoint_id, moment)
     except ValueError:
         return await _endpoint_page(request, who, endpoint_id, error=f"Not a time: {since!r}.")
     except ProblemError as exc:
         return await _endpoint_page(request, who, endpoint_id, error=exc.detail)
-    return await _endpoint_page(request, who, endpoint_id, recovered=result["recovered"])
+    return await _endpoint_page(request, who, endpoint_id, recovered=recovered)
 
 
 @router.get("/events")
@@ -335,7 +339,7 @@ async def delivery(
 async def retry(request: Request, who: Posting, delivery_id: str) -> Response:
     """Send the delivery again now."""
     try:
-        await deliveries_api.retry_delivery(delivery_id, who.account, _db(request))
+        await operations.retry_delivery(_db(request), who.account.id, delivery_id)
     except ProblemError as exc:
         return await _delivery_page(request, who, delivery_id, error=exc.detail)
     return see_other(f"/dashboard/deliveries/{delivery_id}?done=retried")

@@ -1,0 +1,40 @@
+"""Every default value in one place (plain constants: importable from any layer, no pydantic).
+
+`ustun.settings` takes its defaults from here, and so do the pillars' own parameters, so that a
+library user and the service start from the same values. Durations are in seconds.
+"""
+
+from __future__ import annotations
+
+DEFAULT_DATABASE_URL = "sqlite:///./ustun.db"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+DEFAULT_LOG_LEVEL = "info"
+
+# How long an idempotency record is kept, and how long a claim holds its key before a retry
+# may take it over (the request that held it crashed).
+DEFAULT_IDEMPOTENCY_TTL = 86_400
+DEFAULT_IDEMPOTENCY_LEASE = 30
+
+# Delays before each webhook retry (±20 % jitter): about 3 days in all, then `dead`.
+DEFAULT_WEBHOOK_RETRY_SCHEDULE = (5, 300, 1_800, 7_200, 18_000, 36_000, 50_400, 72_000, 86_400)
+DEFAULT_WEBHOOK_TIMEOUT = 15
+# A worker holds claimed webhook deliveries this long before another worker may take them over.
+DEFAULT_WEBHOOK_LEASE = 60
+# Clock skew a webhook receiver accepts in `webhook-timestamp` (Standard Webhooks: 5 minutes).
+DEFAULT_SIGNATURE_TOLERANCE = 300
+
+DEFAULT_JOB_LEASE = 30
+DEFAULT_JOB_POLL_INTERVAL = 1.0
+DEFAULT_JOB_MAX_ATTEMPTS = 5
+DEFAULT_JOB_RETRY_BASE = 2.0
+DEFAULT_JOB_RETENTION = 7 * 86_400
+
+# The largest request body the service reads, in bytes (1 MiB); larger ones get 413.
+DEFAULT_MAX_BODY = 1_048_576
+# Per-account quotas: webhook endpoints an account may have, and test pings it may send a minute.
+DEFAULT_MAX_ENDPOINTS = 100
+DEFAULT_TEST_PINGS_PER_MINUTE = 10
+# Failed dashboard logins and bearer checks one client address may make in one window.
+DEFAULT_AUTH_FAILURE_LIMIT = 20
+DEFAULT_AUTH_FAILURE_WINDOW = 60

@@ -1,0 +1,483 @@
+"""What both SQL adapters share: the statements whose SQL is the same on every database, the
+shapes of the hot ones (each adapter fills in its own dialect's parts), and the settle logic.
+
+A new job is written as its unit of work's last work (so it is not visible inside the unit of
+work before its commit): the row is its own outbox, committed or rolled back with the caller's
+writes.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import functools
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Integer,
+    String,
+    Update,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal_column,
+    select,
+    update,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ustun import clock
+from ustun.http.errors import LeaseLost
+from ustun.http.problem import problem
+from ustun.jobs import states
+from ustun.jobs.records import Job, JobEvent, Result
+from ustun.jobs.store import DONE, PURGE_BATCH, FinalHook, Outcome
+from ustun.jobs.tables import job_events, job_results, jobs
+from ustun.store import Database, UnitOfWork
+from ustun.store.types import UTCDateTime
+
+# The jobs each open unit of work has enqueued, written by its at-commit hook.
+_new_jobs: weakref.WeakKeyDictionary[UnitOfWork, list[Job]] = weakref.WeakKeyDictionary()
+
+
+def status_is(status: str) -> ColumnElement[bool]:
+    """`jobs.status = '<status>'` with the status inlined, so the partial indexes apply."""
+    return jobs.c.status == literal_column(f"'{states.known(status)}'")
+
+
+class Hot(Protocol):
+    """A hot-path statement built once, run as the adapter's dialect runs it best."""
+
+    async def rows(self, conn: AsyncConnection, params: dict[str, Any]) -> list[Any]:
+        """Run with `params` in a unit of work; the returned rows as mappings."""
+
+    async def rows_alone(self, db: Database, params: dict[str, Any]) -> list[Any]:
+        """`rows` as its own transaction (or in the unit of work open in this context)."""
+
+
+def claim_statement(kind_in: ColumnElement[bool], *, skip_locked: bool) -> Update:
+    """The claim: a bounded pick of due pending jobs of the kinds `kind_in` accepts, moved to
+    processing; with `skip_locked`, concurrent claims take disjoint batches without waiting."""
+    now = _now()
+    pick = (
+        select(jobs.c.id)
+        .where(status_is(states.PENDING), jobs.c.run_at <= now, kind_in)
+        .order_by(jobs.c.run_at, jobs.c.id)
+        .limit(_bind("limit", Integer()))
+    )
+    if skip_locked:
+        pick = pick.with_for_update(skip_locked=True)
+    batch = pick.cte("batch")
+    return (
+        update(jobs)
+        .where(jobs.c.id.in_(select(batch.c.id)))
+        .values(
+            status=states.transition(states.PENDING, states.PROCESSING),
+            attempts=jobs.c.attempts + 1,
+            locked_by=_bind("claimer", String()),
+            lease_until=_bind("leased_until", UTCDateTime()),
+            started_at=func.coalesce(jobs.c.started_at, now),
+            updated_at=now,
+            version=jobs.c.version + 1,
+        )
+        .returning(*jobs.c)
+    )
+
+
+def renew_statement(id_in: ColumnElement[bool]) -> Update:
+    """The heartbeat: extend the leases a worker still holds on the jobs `id_in` accepts."""
+    return (
+        update(jobs)
+        .where(
+            id_in,
+            status_is(states.PROCESSING),
+            jobs.c.locked_by == _bind("worker_id", String()),
+        )
+        .values(lease_until=_bind("leased_until", UTCDateTime()))
+        .returning(jobs.c.id, jobs.c.cancel_requested)
+    )
+
+
+def progress_statement() -> Update:
+    """A progress report, fenced like every write of the job's holder."""
+    return (
+        update(jobs)
+        .where(
+            jobs.c.id == _bind("job_id", String()),
+            status_is(states.PROCESSING),
+            jobs.c.locked_by == _bind("holder", String()),
+            jobs.c.attempts == _bind("held_attempts", Integer()),
+        )
+        .values(
+            progress=_bind("percent", Integer()),
+            version=jobs.c.version + 1,
+            updated_at=_now(),
+        )
+        .returning(jobs.c.cancel_requested)
+    )
+
+
+# What a plain `done` sets besides its version and timestamps (as `_outcome_values` does).
+SETTLED_DONE: dict[str, Any] = {
+    "status": states.transition(states.PROCESSING, states.DONE),
+    "locked_by": None,
+    "lease_until": None,
+    "error": None,
+    "progress": 100,
+    "has_result": False,
+}
+
+
+def settle_done_statement(*held: ColumnElement[bool]) -> Update:
+    """Many held jobs (those `held` matches) to `done` in one UPDATE; it returns only what may
+    differ."""
+    now = _now()
+    return (
+        update(jobs)
+        .where(status_is(states.PROCESSING), *held)
+        .values(**SETTLED_DONE, version=jobs.c.version + 1, updated_at=now, completed_at=now)
+        .returning(jobs.c.id, jobs.c.version, jobs.c.cancel_requested)
+    )
+
+
+def _now() -> BindParameter[Any]:
+    """The `now` parameter of a hot statement."""
+    return _bind("now", UTCDateTime())
+
+
+def _bind(name: str, type_: Any) -> BindParameter[Any]:
+    return bindparam(name, type_=type_)
+
+
+def _held(job: Job) -> list[ColumnElement[bool]]:
+    return [
+        jobs.c.id == job.id,
+        status_is(states.PROCESSING),
+        jobs.c.locked_by == job.locked_by,
+        jobs.c.attempts == job.attempts,
+    ]
+
+
+def _owned(job_id: str, account_id: str | None) -> list[ColumnElement[bool]]:
+    return [jobs.c.id == job_id, jobs.c.account_id == account_id]
+
+
+def _outcome_values(status: str, outcome: Outcome, now: datetime) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "status": states.transition(status, outcome.status),
+        "locked_by": None,
+        "lease_until": None,
+        "error": outcome.error,
+        "version": jobs.c.version + 1,
+        "updated_at": now,
+    }
+    if outcome.status == states.PENDING:
+        values["run_at"] = now + timedelta(seconds=outcome.retry_in)
+    else:
+        values["completed_at"] = now
+    if outcome.status == states.DONE:
+        values.update(progress=100, has_result=outcome.result is not None)
+    return values
+
+
+async def _run_hooks(uow: UnitOfWork, changed: Sequence[Job], hooks: Sequence[FinalHook]) -> None:
+    for job in changed:
+        if job.status in (states.DONE, states.FAILED):
+            for hook in hooks:
+                await hook(uow, job)
+
+
+def _settled_done(plain: dict[str, Job], rows: Sequence[Any], now: datetime) -> list[Job]:
+    """The held jobs the settle-done statement moved to done, from the few columns it returns."""
+    return [
+        replace(
+            plain[row["id"]],
+            **SETTLED_DONE,
+            version=row["version"],
+            cancel_requested=row["cancel_requested"],
+            updated_at=now,
+            completed_at=now,
+        )
+        for row in rows
+    ]
+
+
+class SqlJobStore(abc.ABC):
+    """The `JobStore` statements common to SQLite and PostgreSQL; an adapter adds its hot ones."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        claim: Hot,
+        renew: Hot,
+        progress: Hot,
+        settle_done: Hot,
+    ) -> None:
+        self.db = db
+        self._claim = claim
+        self._renew = renew
+        self._progress = progress
+        self._settle_done = settle_done
+
+    @abc.abstractmethod
+    async def _write_new(self, conn: AsyncConnection, new: list[Job], alone: bool) -> None:
+        """Write a unit of work's new jobs, its last work before COMMIT (`alone`: nothing else
+        commits with them)."""
+
+    @abc.abstractmethod
+    def _held_params(self, held: Sequence[Job]) -> dict[str, Any]:
+        """The parameters of the settle-done statement that name the held jobs."""
+
+    async def insert(self, job: Job, *, committed: Callable[[], Awaitable[None]]) -> None:
+        """Add `job` to the jobs its unit of work (joined, or a new one) writes at commit."""
+        async with self.db.unit_of_work() as uow:
+            new = _new_jobs.get(uow)
+            if new is None:
+                new = _new_jobs[uow] = []
+                # The hook holds the connection, not the unit of work (the weak key).
+                uow.at_commit(functools.partial(self._write_new, uow.conn, new))
+                uow.after_commit(committed)
+            new.append(job)
+
+    async def get(self, job_id: str, *, account_id: str | None) -> Job | None:
+        """The job `job_id` of `account_id`, or None."""
+        async with self.db.read() as conn:
+            row = (await conn.execute(select(jobs).where(*_owned(job_id, account_id)))).first()
+        return Job.from_row(row) if row else None
+
+    async def cancel(self, job_id: str, *, account_id: str | None) -> Job | None:
+        """Cancel a pending job at once, or ask a processing one to stop (cooperatively).
+
+        Raises `IllegalTransition` (409) when the job has already finished; None if not found.
+        """
+        now = clock.now()
+        async with self.db.unit_of_work() as uow:
+            row = (
+                await uow.conn.execute(
+                    select(jobs).where(*_owned(job_id, account_id)).with_for_update()
+                )
+            ).first()
+            if row is None:
+                return None
+            job = Job.from_row(row)
+            if job.status == states.PROCESSING:
+                if job.cancel_requested:
+                    return job
+                values: dict[str, Any] = {"cancel_requested": True}
+            else:
+                status = states.transition(job.status, states.CANCELLED)
+                values = {"status": status, "completed_at": now}
+            changed = await uow.conn.execute(
+                update(jobs)
+                .where(jobs.c.id == job.id)
+                .values(**values, version=jobs.c.version + 1, updated_at=now)
+                .returning(*jobs.c)
+            )
+            return Job.from_row(changed.one())
+
+    async def events_after(self, job: Job, version: int) -> list[JobEvent]:
+        """The job's events newer than `version`, oldest first, at most 100 (the SSE replay)."""
+        async with self.db.read() as conn:
+            rows = (
+                await conn.execute(
+                    select(job_events)
+                    .where(job_events.c.job_id == job.id, job_events.c.version > version)
+                    .order_by(job_events.c.version)
+                    .limit(100)
+                )
+            ).all()
+        events = [JobEvent(**row._mapping) for row in rows]
+        return [JobEvent.created(job), *events] if version < 1 else events
+
+    async def result(self, job_id: str, *, account_id: str | None) -> Result | None:
+        """The stored result of a finished job of `account_id`, if it produced one."""
+        async with self.db.read() as conn:
+            row = (
+                await conn.execute(
+                    select(job_results)
+                    .join(jobs, jobs.c.id == job_results.c.job_id)
+                    .where(*_owned(job_id, account_id))
+                )
+            ).first()
+        return Result(row.content, row.media_type, row.filename) if row else None
+
+    async def purge(self, *, older_than: timedelta) -> int:
+        """Delete finished jobs (with their events and results) completed before now -
+        older_than, at most `PURGE_BATCH` of them."""
+        cutoff = clock.now() - older_than
+        async with self.db.unit_of_work() as uow:
+            doomed = (
+                await uow.conn.scalars(
+                    select(jobs.c.id).where(jobs.c.completed_at < cutoff).limit(PURGE_BATCH)
+                )
+            ).all()
+            if doomed:
+                await uow.conn.execute(delete(job_events).where(job_events.c.job_id.in_(doomed)))
+                await uow.conn.execute(delete(job_results).where(job_results.c.job_id.in_(doomed)))
+                await uow.conn.execute(delete(jobs).where(jobs.c.id.in_(doomed)))
+        return len(doomed)
+
+    async def claim(
+        self, *, worker_id: str, kinds: Sequence[str], limit: int, lease: float
+    ) -> list[Job]:
+        """Move up to `limit` due pending jobs of `kinds` to processing, leased to `worker_id`."""
+        now = clock.now()
+        params = {
+            "now": now,
+            "kinds": list(kinds),
+            "limit": limit,
+            "claimer": worker_id,
+            "leased_until": now + timedelta(seconds=lease),
+        }
+        rows = await self._claim.rows_alone(self.db, params)
+        return sorted((Job(**row) for row in rows), key=lambda j: (j.run_at, j.id))
+
+    async def renew(
+        self, *, worker_id: str, job_ids: Sequence[str], lease: float
+    ) -> dict[str, bool]:
+        """Extend the leases `worker_id` still holds; return {job id: cancel requested}."""
+        params = {
+            "job_ids": list(job_ids),
+            "worker_id": worker_id,
+            "leased_until": clock.now() + timedelta(seconds=lease),
+        }
+        rows = await self._renew.rows_alone(self.db, params)
+        return {row["id"]: row["cancel_requested"] for row in rows}
+
+    async def set_progress(self, job: Job, percent: int) -> bool:
+        """Record progress; return whether cancellation was requested. Raises `LeaseLost`."""
+        params = {
+            "job_id": job.id,
+            "holder": job.locked_by,
+            "held_attempts": job.attempts,
+            "percent": percent,
+            "now": clock.now(),
+        }
+        rows = await self._progress.rows_alone(self.db, params)
+        if not rows:
+            raise LeaseLost(f"job {job.id} is no longer leased to {job.locked_by}")
+        return bool(rows[0]["cancel_requested"])
+
+    async def finish(self, job: Job, outcome: Outcome, *, hooks: Sequence[FinalHook] = ()) -> Job:
+        """Move a held job to the outcome's status (done, failed, cancelled, or pending to retry).
+
+        The result, the event and the final hooks (the webhook outbox) commit with the state,
+        or nothing does. Raises `LeaseLost` if the job is no longer ours.
+        """
+        now = clock.now()
+        async with self.db.unit_of_work() as uow:
+            row = (
+                await uow.conn.execute(
+                    update(jobs)
+                    .where(*_held(job))
+                    .values(**_outcome_values(job.status, outcome, now))
+                    .returning(*jobs.c)
+                )
+            ).first()
+            if row is None:
+                raise LeaseLost(f"job {job.id} is no longer leased to {job.locked_by}")
+            changed = Job.from_row(row)
+            if outcome.result is not None:
+                await uow.conn.execute(
+                    insert(job_results).values(
+                        job_id=job.id,
+                        media_type=outcome.result.media_type,
+                        filename=outcome.result.filename,
+                        content=outcome.result.content,
+                        created_at=now,
+                    )
+                )
+            await _run_hooks(uow, [changed], hooks)
+        return changed
+
+    async def settle(
+        self, batch: Sequence[tuple[Job, Outcome]], *, hooks: Sequence[FinalHook] = ()
+    ) -> dict[str, Job | None]:
+        """Record many outcomes in ONE transaction: one commit for a whole batch of jobs.
+
+        Plain `done` outcomes share one UPDATE; the others go one by one. Returns each job's
+        new row, or None for a job whose lease was lost (its outcome is dropped, the rest
+        commit).
+        """
+        settled: dict[str, Job | None] = {job.id: None for job, _ in batch}
+        plain = {job.id: job for job, outcome in batch if outcome == DONE}
+        now = clock.now()
+        params = {**self._held_params(list(plain.values())), "now": now}
+        if len(plain) == len(batch) and not hooks:
+            rows = await self._settle_done.rows_alone(self.db, params)
+            settled.update((job.id, job) for job in _settled_done(plain, rows, now))
+            return settled
+        async with self.db.unit_of_work() as uow:
+            if plain:
+                rows = await self._settle_done.rows(uow.conn, params)
+                changed = _settled_done(plain, rows, now)
+                settled.update((job.id, job) for job in changed)
+                await _run_hooks(uow, changed, hooks)
+            for job, outcome in batch:
+                if outcome != DONE:
+                    with contextlib.suppress(LeaseLost):
+                        settled[job.id] = await self.finish(job, outcome, hooks=hooks)
+        return settled
+
+    async def recover_expired(self, *, hooks: Sequence[FinalHook] = ()) -> list[Job]:
+        """Give back every job whose lease expired (its worker died or stalled).
+
+        It goes back to pending while it has attempts left, to cancelled if that was asked
+        for, and to failed (with a problem) once its attempts are used up.
+        """
+        now = clock.now()
+        expired = [status_is(states.PROCESSING), jobs.c.lease_until < now]
+        common: dict[str, Any] = {
+            "locked_by": None,
+            "lease_until": None,
+            "version": jobs.c.version + 1,
+            "updated_at": now,
+        }
+        lost = problem(
+            "job-failed",
+            "The job's worker stopped answering on every attempt (it crashed or was killed).",
+        )
+        outcomes: list[tuple[list[ColumnElement[bool]], dict[str, Any]]] = [
+            (
+                [~jobs.c.cancel_requested, jobs.c.attempts < jobs.c.max_attempts],
+                {"status": states.transition(states.PROCESSING, states.PENDING), "run_at": now},
+            ),
+            (
+                [jobs.c.cancel_requested],
+                {
+                    "status": states.transition(states.PROCESSING, states.CANCELLED),
+                    "completed_at": now,
+                },
+            ),
+            (
+                [~jobs.c.cancel_requested, jobs.c.attempts >= jobs.c.max_attempts],
+                {
+                    "status": states.transition(states.PROCESSING, states.FAILED),
+                    "completed_at": now,
+                    "error": lost,
+                },
+            ),
+        ]
+        recovered: list[Job] = []
+        async with self.db.unit_of_work() as uow:
+            for where, values in outcomes:
+                rows = (
+                    await uow.conn.execute(
+                        update(jobs)
+                        .where(*expired, *where)
+                        .values(**common, **values)
+                        .returning(*jobs.c)
+                    )
+                ).all()
+                changed = [Job.from_row(r) for r in rows]
+                await _run_hooks(uow, changed, hooks)
+                recovered += changed
+        return recovered

@@ -1,0 +1,343 @@
+"""The statements both dialects run alike, in SQLAlchemy Core: the base of both adapters.
+
+Each adapter subclasses `SqlStore` and adds what it tunes for its dialect (emit's fan-out, the
+claim, settling outcomes, NOTIFY). The claim's shape is shared too, as constants here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, String, bindparam, case, func, insert, select, text, tuple_, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ustun.concurrency import GuardRejected, Preconditions, compare_and_delete, compare_and_set
+from ustun.store import Database, UnitOfWork
+from ustun.store.statements import Statement
+from ustun.store.tables import accounts
+from ustun.webhooks.states import Status
+from ustun.webhooks.tables import attempts, deliveries, endpoints, events
+
+# How many due rows one claim looks at per row it may take (room for per-endpoint caps).
+SCAN_FACTOR = 4
+
+# The event row and, in the same statement, the ids of the endpoints that get a delivery: the
+# account's enabled ones whose filter (`webhooks.patterns.matches`: `*`, an exact type or
+# `prefix.*`) selects the type, or only `:endpoint_id` when given. Space-separated, NULL if none.
+# Each adapter fills in its dialect's aggregate and JSON array reader.
+INSERT_EVENT = """INSERT INTO webhook_events (id, account_id, type, data, object_url, created_at)
+VALUES (:id, :account_id, :type, :data, :object_url, :created_at)
+RETURNING (SELECT {agg} FROM webhook_endpoints AS ep
+  WHERE ep.account_id = :account_id AND ep.enabled
+    AND (ep.id = :endpoint_id OR (:endpoint_id IS NULL AND EXISTS ({patterns}
+      WHERE {p} = '*' OR {p} = :type
+        OR (substr({p}, length({p}) - 1) = '.*'
+            AND substr(:type, 1, length({p}) - 1) = substr({p}, 1, length({p}) - 1))))))
+  AS targets"""
+
+
+def emit_statement(sql: str) -> Statement:
+    """`INSERT_EVENT` filled in for one dialect, as a prepared statement."""
+    return Statement(
+        text(sql)
+        .bindparams(bindparam("created_at", type_=events.c.created_at.type))
+        .columns(targets=String)
+    )
+
+
+# The columns of a delivery that `emit` queues; the others start NULL.
+_QUEUED = (
+    "id",
+    "account_id",
+    "endpoint_id",
+    "event_id",
+    "status",
+    "attempt_count",
+    "next_attempt_at",
+    "created_at",
+    "updated_at",
+)
+_DELIVERIES = Statement(
+    insert(deliveries).values(
+        {c.name: bindparam(c.name, type_=c.type) for c in deliveries.c if c.name in _QUEUED}
+    )
+)
+
+
+class SqlStore:
+    """The dialect-neutral part of a `WebhookStore`; subclasses add `insert_event`, `notify`,
+    `claim` and `settle`."""
+
+    _emit: Statement
+
+    async def insert_event(
+        self, uow: UnitOfWork, event: Mapping[str, Any], endpoint_id: str | None
+    ) -> list[str]:
+        """Insert the event row; return the endpoints that get a delivery of it."""
+        [row] = await self._emit.rows(uow.conn, {**event, "endpoint_id": endpoint_id})
+        return [] if row.targets is None else row.targets.split(" ")
+
+    async def queue(self, uow: UnitOfWork, deliveries: Sequence[Mapping[str, Any]]) -> None:
+        """Insert new deliveries in one driver call."""
+        await _DELIVERIES.many(uow.conn, deliveries)
+
+    async def endpoint_rows(self, db: Database, endpoint_ids: Collection[str]) -> list[Row[Any]]:
+        """The rows of those endpoints that still exist."""
+        async with db.read() as conn:
+            rows = await conn.execute(select(endpoints).where(endpoints.c.id.in_(endpoint_ids)))
+            return list(rows)
+
+    async def clear_failing(self, uow: UnitOfWork, endpoint_ids: Collection[str]) -> None:
+        """End the failing streak of those endpoints."""
+        e = endpoints
+        await uow.conn.execute(
+            update(e)
+            .where(e.c.id.in_(endpoint_ids), e.c.failing_since.is_not(None))
+            .values(failing_since=None)
+        )
+
+    async def mark_failing(
+        self, uow: UnitOfWork, endpoint_ids: Collection[str], now: datetime
+    ) -> None:
+        """Start a failing streak at `now` for those of the endpoints not already failing."""
+        e = endpoints
+        await uow.conn.execute(
+            update(e)
+            .where(e.c.id.in_(endpoint_ids), e.c.failing_since.is_(None))
+            .values(failing_since=now)
+        )
+
+    async def failing_since(
+        self, uow: UnitOfWork, endpoint_ids: Collection[str], before: datetime
+    ) -> list[str]:
+        """Those of the endpoints still enabled that have been failing since `before` or earlier."""
+        e = endpoints
+        expired = await uow.conn.scalars(
+            select(e.c.id).where(
+                e.c.id.in_(endpoint_ids), e.c.enabled.is_(True), e.c.failing_since <= before
+            )
+        )
+        return list(expired.all())
+
+    async def endpoint(
+        self, conn: AsyncConnection, account_id: str, endpoint_id: str
+    ) -> Row[Any] | None:
+        """The account's endpoint by id, if it has one."""
+        return (await conn.execute(select(endpoints).where(*_key(account_id, endpoint_id)))).first()
+
+    async def insert_endpoint(self, uow: UnitOfWork, values: Mapping[str, Any]) -> None:
+        """Insert a new endpoint row."""
+        await uow.conn.execute(insert(endpoints).values(**values))
+
+    async def change_endpoint(
+        self,
+        uow: UnitOfWork,
+        account_id: str,
+        endpoint_id: str,
+        pre: Preconditions,
+        values: Mapping[str, Any],
+        *,
+        enabled: bool | None,
+        reason: str,
+    ) -> tuple[Row[Any], bool]:
+        """A PATCH as one compare-and-set; says whether this change disabled the endpoint."""
+        c = endpoints.c
+        key = _key(account_id, endpoint_id)
+        if enabled is True:
+            # Re-enabling clears the failure streak; enabling an enabled endpoint keeps it.
+            streak = case((c.enabled.is_(True), c.failing_since), else_=None)
+            values = {**values, "enabled": True, "disabled_reason": None, "failing_since": streak}
+        elif enabled is False:
+            disabling = {**values, "enabled": False, "disabled_reason": reason}
+            try:
+                row = await compare_and_set(
+                    uow.conn,
+                    endpoints,
+                    where=key,
+                    pre=pre,
+                    values=disabling,
+                    method="PATCH",
+                    guard=c.enabled.is_(True),
+                )
+            except GuardRejected:
+                pass  # Already disabled: the rest of the change still applies, below.
+            else:
+                return row, True
+        row = await compare_and_set(
+            uow.conn, endpoints, where=key, pre=pre, values=values, method="PATCH"
+        )
+        return row, False
+
+    async def delete_endpoint(
+        self, uow: UnitOfWork, account_id: str, endpoint_id: str, pre: Preconditions
+    ) -> None:
+        """Delete the endpoint by compare-and-delete (its deliveries go by cascade)."""
+        await compare_and_delete(uow.conn, endpoints, where=_key(account_id, endpoint_id), pre=pre)
+
+    async def rotate_secret(
+        self,
+        uow: UnitOfWork,
+        endpoint_id: str,
+        *,
+        secret: str,
+        public_key: str | None,
+        previous: str,
+        previous_expires_at: datetime,
+        now: datetime,
+    ) -> None:
+        """Store a new sealed key (and an ed25519 key's public half), keeping `previous`
+        (sealed) until `previous_expires_at`."""
+        await uow.conn.execute(
+            update(endpoints)
+            .where(endpoints.c.id == endpoint_id)
+            .values(
+                secret=secret,
+                public_key=public_key,
+                previous_secret=previous,
+                previous_secret_expires_at=previous_expires_at,
+                version=endpoints.c.version + 1,
+                updated_at=now,
+            )
+        )
+
+    async def disable_endpoint(
+        self, uow: UnitOfWork, endpoint_id: str, reason: str, now: datetime
+    ) -> Row[Any] | None:
+        """Disable the endpoint if it is enabled; the new row, or None if it already was not."""
+        return (
+            await uow.conn.execute(
+                update(endpoints)
+                .where(endpoints.c.id == endpoint_id, endpoints.c.enabled.is_(True))
+                .values(
+                    enabled=False,
+                    disabled_reason=reason,
+                    version=endpoints.c.version + 1,
+                    updated_at=now,
+                )
+                .returning(*endpoints.c)
+            )
+        ).first()
+
+    async def lock_account(self, uow: UnitOfWork, account_id: str) -> None:
+        """Serialise this account's quota checks until commit.
+
+        PostgreSQL: `FOR NO KEY UPDATE` on its row (inserts referencing it are not blocked);
+        SQLite: a no-op, as `BEGIN IMMEDIATE` already serialises every writer.
+        """
+        await uow.conn.execute(
+            select(accounts.c.id).where(accounts.c.id == account_id).with_for_update(key_share=True)
+        )
+
+    async def count_endpoints(self, uow: UnitOfWork, account_id: str) -> int:
+        """How many endpoints the account has."""
+        count = await uow.conn.scalar(
+            select(func.count()).select_from(endpoints).where(endpoints.c.account_id == account_id)
+        )
+        return count or 0
+
+    async def count_events(
+        self, uow: UnitOfWork, account_id: str, event_type: str, since: datetime
+    ) -> tuple[int, datetime | None]:
+        """How many `event_type` events the account logged after `since`, and the oldest's time."""
+        count, oldest = (
+            await uow.conn.execute(
+                select(func.count(), func.min(events.c.created_at)).where(
+                    events.c.account_id == account_id,
+                    events.c.type == event_type,
+                    events.c.created_at > since,
+                )
+            )
+        ).one()
+        return count, oldest
+
+    async def feed_events(
+        self,
+        conn: AsyncConnection,
+        account_id: str,
+        *,
+        after: tuple[int, int],
+        upto: tuple[int, int],
+        limit: int,
+        event_type: str | None,
+        since: datetime | None,
+    ) -> Sequence[Row[Any]]:
+        """The account's events in `(after, upto]`, in feed order, at most `limit`."""
+        position = tuple_(events.c.txid, events.c.seq)
+        where = [events.c.account_id == account_id, position > tuple_(*after)]
+        where.append(position <= tuple_(*upto))
+        if event_type is not None:
+            where.append(events.c.type == event_type)
+        if since is not None:
+            where.append(events.c.created_at >= since)
+        query = select(events).where(*where).order_by(events.c.txid, events.c.seq).limit(limit)
+        return (await conn.execute(query)).all()
+
+    async def event(self, conn: AsyncConnection, event_id: str) -> Row[Any]:
+        """One event row (it exists)."""
+        return (await conn.execute(select(events).where(events.c.id == event_id))).one()
+
+    async def delivery(
+        self, conn: AsyncConnection, account_id: str, delivery_id: str
+    ) -> Row[Any] | None:
+        """The account's delivery by id, if it has one."""
+        d = deliveries
+        found = await conn.execute(
+            select(d).where(d.c.id == delivery_id, d.c.account_id == account_id)
+        )
+        return found.first()
+
+    async def attempts(self, conn: AsyncConnection, delivery_id: str) -> list[Row[Any]]:
+        """A delivery's attempts, oldest first."""
+        tried = await conn.execute(
+            select(attempts)
+            .where(attempts.c.delivery_id == delivery_id)
+            .order_by(attempts.c.attempted_at, attempts.c.id)
+        )
+        return list(tried)
+
+    async def endpoint_enabled(self, conn: AsyncConnection, endpoint_id: str) -> bool:
+        """Whether the endpoint exists and is enabled."""
+        enabled = await conn.scalar(
+            select(endpoints.c.enabled).where(endpoints.c.id == endpoint_id)
+        )
+        return bool(enabled)
+
+    async def resend(
+        self, uow: UnitOfWork, delivery_id: str, status: Status, now: datetime
+    ) -> None:
+        """Make the delivery due now with `status`, out of any worker's lease."""
+        await uow.conn.execute(
+            update(deliveries)
+            .where(deliveries.c.id == delivery_id)
+            .values(status=status.value, next_attempt_at=now, lease_token=None, updated_at=now)
+        )
+
+    async def resend_endpoint(
+        self,
+        uow: UnitOfWork,
+        endpoint_id: str,
+        statuses: Collection[Status],
+        since: datetime,
+        now: datetime,
+    ) -> int:
+        """Make due now, as pending, the endpoint's deliveries in `statuses` created since
+        `since`; how many."""
+        d = deliveries
+        result = await uow.conn.execute(
+            update(d)
+            .where(
+                d.c.endpoint_id == endpoint_id,
+                d.c.status.in_([s.value for s in statuses]),
+                d.c.created_at >= since,
+            )
+            .values(
+                status=Status.PENDING.value, next_attempt_at=now, lease_token=None, updated_at=now
+            )
+        )
+        return result.rowcount
+
+
+def _key(account_id: str, endpoint_id: str) -> list[Any]:
+    return [endpoints.c.id == endpoint_id, endpoints.c.account_id == account_id]

@@ -1,0 +1,185 @@
+"""What an account does to its webhook endpoints and deliveries, once for the API and dashboard.
+
+Each operation runs its own unit of work (or read), checks what the request may not do (404,
+409 `state-conflict`, quotas, refused URLs) as `ProblemError`s, and returns rows; the callers
+render them. Conditional writes take the request's `Preconditions` (one If-Match path, through
+`ustun.concurrency`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ustun import clock
+from ustun.http.errors import ProblemError
+from ustun.http.preconditions import Preconditions
+from ustun.http.signature import Signer
+from ustun.store import Database
+from ustun.webhooks import endpoints, quotas
+from ustun.webhooks.adapters import for_connection, for_database
+from ustun.webhooks.addresses import url_refusal
+from ustun.webhooks.outbox import PING, emit, wake
+from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.states import Change, Status, sources, transition
+
+DISABLED_BY_REQUEST = "disabled by request"
+# What `recover` sends again: the statuses a resend may leave that did not end in success.
+RECOVERABLE = tuple(s for s in sources(Change.RESEND) if s in (Status.FAILED, Status.DEAD))
+
+
+def check_url(url: str, *, allow_private: bool) -> None:
+    """Raise 422 `validation-error` on `body.url` if webhooks may not be sent there."""
+    reason = url_refusal(url, allow_private=allow_private)
+    if reason is not None:
+        raise ProblemError(
+            "validation-error",
+            f"Invalid value in body.url: {reason}.",
+            errors=[{"field": "body.url", "message": reason, "type": "url"}],
+        )
+
+
+async def _endpoint(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Row[Any]:
+    row = await for_connection(conn).endpoint(conn, account_id, endpoint_id)
+    if row is None:
+        raise ProblemError("not-found", f"No webhook endpoint {endpoint_id}.")
+    return row
+
+
+async def _enabled_endpoint(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Row[Any]:
+    row = await _endpoint(conn, account_id, endpoint_id)
+    if not row.enabled:
+        raise ProblemError("state-conflict", f"Webhook endpoint {endpoint_id} is disabled.")
+    return row
+
+
+async def read_endpoint(db: Database, account_id: str, endpoint_id: str) -> Row[Any]:
+    """One endpoint of the account; 404 when it has none by that id."""
+    async with db.read() as conn:
+        return await _endpoint(conn, account_id, endpoint_id)
+
+
+async def create_endpoint(
+    db: Database,
+    box: SecretBox,
+    account_id: str,
+    fields: Mapping[str, Any],
+    *,
+    max_endpoints: int,
+    allow_private: bool,
+) -> tuple[Row[Any], Signer]:
+    """Subscribe a URL (`fields` as `endpoints.create` takes them); the row and its secret."""
+    check_url(fields["url"], allow_private=allow_private)
+    async with db.unit_of_work() as uow:
+        await quotas.reserve_endpoint(uow, account_id, max_endpoints)
+        endpoint_id, secret = await endpoints.create(uow, box, account_id, **fields)
+        row = await _endpoint(uow.conn, account_id, endpoint_id)
+    return row, secret
+
+
+async def update_endpoint(
+    db: Database,
+    account_id: str,
+    endpoint_id: str,
+    change: Mapping[str, Any],
+    pre: Preconditions,
+    *,
+    allow_private: bool,
+) -> Row[Any]:
+    """Change the fields in `change` if `pre` holds; `enabled: False` disables (and logs it)."""
+    values = dict(change)
+    if values.get("url") is not None:
+        check_url(values["url"], allow_private=allow_private)
+    enabled = values.pop("enabled", None)
+    if "events" in values:
+        values["events"] = json.dumps(values["events"])
+    values["updated_at"] = clock.now()
+    async with db.unit_of_work() as uow:
+        row, disabled = await for_database(db).change_endpoint(
+            uow, account_id, endpoint_id, pre, values, enabled=enabled, reason=DISABLED_BY_REQUEST
+        )
+        if disabled:
+            await endpoints.log_disabled(uow, row)
+    return row
+
+
+async def delete_endpoint(
+    db: Database, account_id: str, endpoint_id: str, pre: Preconditions
+) -> None:
+    """Remove the endpoint if `pre` holds; its deliveries go with it, the events stay."""
+    async with db.unit_of_work() as uow:
+        await for_database(db).delete_endpoint(uow, account_id, endpoint_id, pre)
+
+
+async def rotate_secret(
+    db: Database, box: SecretBox, account_id: str, endpoint_id: str
+) -> tuple[Row[Any], Signer]:
+    """A new secret; the old one keeps signing for 24 hours. The row and the new secret."""
+    async with db.unit_of_work() as uow:
+        secret = await endpoints.rotate(
+            uow, box, await _endpoint(uow.conn, account_id, endpoint_id)
+        )
+        row = await _endpoint(uow.conn, account_id, endpoint_id)
+    return row, secret
+
+
+async def send_test(
+    db: Database, account_id: str, endpoint_id: str, *, per_minute: int
+) -> Row[Any]:
+    """Send a `ping` to this endpoint alone, at most `per_minute` a minute; the event row."""
+    async with db.unit_of_work() as uow:
+        await _enabled_endpoint(uow.conn, account_id, endpoint_id)
+        await quotas.reserve_ping(uow, account_id, per_minute)
+        event_id = await emit(
+            uow, account_id, PING, {"endpoint_id": endpoint_id}, endpoint_id=endpoint_id
+        )
+        return await for_database(db).event(uow.conn, event_id)
+
+
+async def recover(db: Database, account_id: str, endpoint_id: str, since: datetime) -> int:
+    """Send again every failed or dead delivery of the endpoint created since `since` (naive:
+    UTC); how many."""
+    since = since if since.tzinfo else since.replace(tzinfo=clock.now().tzinfo)
+    async with db.unit_of_work() as uow:
+        await _enabled_endpoint(uow.conn, account_id, endpoint_id)
+        recovered = await for_database(db).resend_endpoint(
+            uow, endpoint_id, RECOVERABLE, since, clock.now()
+        )
+        await wake(uow)
+    return recovered
+
+
+async def _delivery(conn: AsyncConnection, account_id: str, delivery_id: str) -> Row[Any]:
+    row = await for_connection(conn).delivery(conn, account_id, delivery_id)
+    if row is None:
+        raise ProblemError("not-found", f"No delivery {delivery_id}.")
+    return row
+
+
+async def read_delivery(
+    db: Database, account_id: str, delivery_id: str
+) -> tuple[Row[Any], list[Row[Any]]]:
+    """One delivery of the account and its attempts, oldest first, as of one moment."""
+    async with db.read(snapshot=True) as conn:
+        row = await _delivery(conn, account_id, delivery_id)
+        return row, await for_database(db).attempts(conn, delivery_id)
+
+
+async def retry_delivery(db: Database, account_id: str, delivery_id: str) -> Row[Any]:
+    """Send it again now, whatever its status (a new attempt; the count keeps growing)."""
+    store = for_database(db)
+    async with db.unit_of_work() as uow:
+        row = await _delivery(uow.conn, account_id, delivery_id)
+        if not await store.endpoint_enabled(uow.conn, row.endpoint_id):
+            raise ProblemError(
+                "state-conflict",
+                f"Endpoint {row.endpoint_id} is disabled: enable it, then retry.",
+            )
+        await store.resend(uow, delivery_id, transition(row.status, Change.RESEND), clock.now())
+        await wake(uow)
+        return await _delivery(uow.conn, account_id, delivery_id)

@@ -1,0 +1,275 @@
+"""What the webhooks pillar needs from storage: the port its adapters implement, one per dialect.
+
+The outbox, the dispatcher and the endpoint and delivery operations say what they need here;
+`ustun.webhooks.adapters` holds the SQLite and PostgreSQL implementations, with each dialect's
+tuned SQL side by side, and picks the one for a database. No other webhook module runs SQL,
+imports a driver or asks which dialect it is on.
+
+A claim moves `next_attempt_at` to the end of the lease and stamps a `lease_token`: a worker
+that dies leaves rows that become due again when the lease ends, and a late outcome from a lost
+lease is fenced off by the token (`settle` only touches rows still holding it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol
+
+from sqlalchemy import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ustun.http.preconditions import Preconditions
+from ustun.store import Database, UnitOfWork
+from ustun.store.listen import Listener
+from ustun.webhooks.states import Status
+
+# One claim takes up to this many rounds of an endpoint's `max_in_flight`, so the claim's cost
+# is spread over more sends; the lease must cover that many timeouts plus the one in flight.
+CLAIM_ROUNDS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A delivery this worker holds until `lease_until`, with what sending it needs."""
+
+    id: str
+    endpoint_id: str
+    event_id: str
+    attempt_count: int
+    status: str
+    event_type: str
+    event_data: str
+    event_created_at: datetime
+    object_url: str | None
+    endpoint_version: int
+    endpoint_failing: bool
+
+
+class Settlement(NamedTuple):
+    """A claimed delivery's new state after an outcome; `next_attempt_at` None once final."""
+
+    id: str
+    status: str
+    attempt_count: int
+    next_attempt_at: datetime | None
+
+
+class Attempt(NamedTuple):
+    """One recorded attempt of a delivery."""
+
+    id: str
+    delivery_id: str
+    attempted_at: datetime
+    status_code: int | None
+    latency_ms: float
+    error: str | None
+    response: str | None
+
+
+class WebhookStore(Protocol):
+    """Every read and write of the webhooks pillar; writes run in the caller's unit of work."""
+
+    # The outbox.
+
+    async def insert_event(
+        self, uow: UnitOfWork, event: Mapping[str, Any], endpoint_id: str | None
+    ) -> list[str]:
+        """Insert the event row; return the endpoints that get a delivery of it.
+
+        Those are the account's enabled endpoints whose filter selects the event's type, or
+        only `endpoint_id` when given (and enabled).
+        """
+        ...
+
+    async def queue(self, uow: UnitOfWork, deliveries: Sequence[Mapping[str, Any]]) -> None:
+        """Insert new deliveries (their queued columns)."""
+        ...
+
+    async def notify(self, uow: UnitOfWork) -> None:
+        """Have dispatchers in other processes woken once `uow` commits (no-op where none can)."""
+        ...
+
+    def listener(self, db: Database, notified: Callable[[], None]) -> Listener | None:
+        """What calls `notified` when another process's `notify` commits (None where none can)."""
+        ...
+
+    # The dispatcher.
+
+    async def claim(
+        self,
+        db: Database,
+        *,
+        limit: int,
+        now: datetime,
+        lease_until: datetime,
+        token: str,
+        saturated: Collection[str] = (),
+    ) -> list[Claim]:
+        """Claim up to `limit` due deliveries, up to `CLAIM_ROUNDS` x `max_in_flight` per endpoint.
+
+        `saturated` endpoints (already at their cap in this worker) are skipped, so their
+        backlog never crowds out other endpoints' deliveries. Runs in a transaction of its own.
+        """
+        ...
+
+    async def endpoint_rows(self, db: Database, endpoint_ids: Collection[str]) -> list[Row[Any]]:
+        """The rows of those endpoints that still exist."""
+        ...
+
+    async def settle(
+        self,
+        uow: UnitOfWork,
+        settled: Sequence[Settlement],
+        attempts: Sequence[Attempt],
+        *,
+        now: datetime,
+        token: str,
+    ) -> None:
+        """Apply outcomes to the deliveries still leased with `token` and record the attempts."""
+        ...
+
+    async def clear_failing(self, uow: UnitOfWork, endpoint_ids: Collection[str]) -> None:
+        """End the failing streak of those endpoints."""
+        ...
+
+    async def mark_failing(
+        self, uow: UnitOfWork, endpoint_ids: Collection[str], now: datetime
+    ) -> None:
+        """Start a failing streak at `now` for those of the endpoints not already failing."""
+        ...
+
+    async def failing_since(
+        self, uow: UnitOfWork, endpoint_ids: Collection[str], before: datetime
+    ) -> list[str]:
+        """Those of the endpoints still enabled that have been failing since `before` or earlier."""
+        ...
+
+    # Endpoints.
+
+    async def endpoint(
+        self, conn: AsyncConnection, account_id: str, endpoint_id: str
+    ) -> Row[Any] | None:
+        """The account's endpoint by id, if it has one."""
+        ...
+
+    async def insert_endpoint(self, uow: UnitOfWork, values: Mapping[str, Any]) -> None:
+        """Insert a new endpoint row."""
+        ...
+
+    async def change_endpoint(
+        self,
+        uow: UnitOfWork,
+        account_id: str,
+        endpoint_id: str,
+        pre: Preconditions,
+        values: Mapping[str, Any],
+        *,
+        enabled: bool | None,
+        reason: str,
+    ) -> tuple[Row[Any], bool]:
+        """Apply `values` (and `enabled`) by compare-and-set; the new row, and whether this
+        change is what disabled it (for `reason`). Re-enabling clears the failing streak."""
+        ...
+
+    async def delete_endpoint(
+        self, uow: UnitOfWork, account_id: str, endpoint_id: str, pre: Preconditions
+    ) -> None:
+        """Delete the endpoint by compare-and-delete (its deliveries go by cascade)."""
+        ...
+
+    async def rotate_secret(
+        self,
+        uow: UnitOfWork,
+        endpoint_id: str,
+        *,
+        secret: str,
+        public_key: str | None,
+        previous: str,
+        previous_expires_at: datetime,
+        now: datetime,
+    ) -> None:
+        """Store a new sealed key (and an ed25519 key's public half), keeping `previous`
+        (sealed) until `previous_expires_at`."""
+        ...
+
+    # The event feed (`webhooks.feed`): positions are `(txid, seq)` pairs.
+
+    async def feed_horizon(self, conn: AsyncConnection) -> tuple[int, int]:
+        """The position at or below which every event has committed, or never will."""
+        ...
+
+    async def feed_events(
+        self,
+        conn: AsyncConnection,
+        account_id: str,
+        *,
+        after: tuple[int, int],
+        upto: tuple[int, int],
+        limit: int,
+        event_type: str | None,
+        since: datetime | None,
+    ) -> Sequence[Row[Any]]:
+        """The account's events in `(after, upto]`, in feed order, at most `limit`."""
+        ...
+
+    async def disable_endpoint(
+        self, uow: UnitOfWork, endpoint_id: str, reason: str, now: datetime
+    ) -> Row[Any] | None:
+        """Disable the endpoint if it is enabled; the new row, or None if it already was not."""
+        ...
+
+    # Quotas.
+
+    async def lock_account(self, uow: UnitOfWork, account_id: str) -> None:
+        """Serialise this account's quota checks until `uow` commits."""
+        ...
+
+    async def count_endpoints(self, uow: UnitOfWork, account_id: str) -> int:
+        """How many endpoints the account has."""
+        ...
+
+    async def count_events(
+        self, uow: UnitOfWork, account_id: str, event_type: str, since: datetime
+    ) -> tuple[int, datetime | None]:
+        """How many `event_type` events the account logged after `since`, and the oldest's time."""
+        ...
+
+    # Events and deliveries.
+
+    async def event(self, conn: AsyncConnection, event_id: str) -> Row[Any]:
+        """One event row (it exists)."""
+        ...
+
+    async def delivery(
+        self, conn: AsyncConnection, account_id: str, delivery_id: str
+    ) -> Row[Any] | None:
+        """The account's delivery by id, if it has one."""
+        ...
+
+    async def attempts(self, conn: AsyncConnection, delivery_id: str) -> list[Row[Any]]:
+        """A delivery's attempts, oldest first."""
+        ...
+
+    async def endpoint_enabled(self, conn: AsyncConnection, endpoint_id: str) -> bool:
+        """Whether the endpoint exists and is enabled."""
+        ...
+
+    async def resend(
+        self, uow: UnitOfWork, delivery_id: str, status: Status, now: datetime
+    ) -> None:
+        """Make the delivery due now with `status`, out of any worker's lease."""
+        ...
+
+    async def resend_endpoint(
+        self,
+        uow: UnitOfWork,
+        endpoint_id: str,
+        statuses: Collection[Status],
+        since: datetime,
+        now: datetime,
+    ) -> int:
+        """Make due now, as pending, the endpoint's deliveries in `statuses` created since
+        `since`; how many."""
+        ...
