@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from importlib import import_module
 from typing import Any
 
 from ustun.http.backoff import NO_JITTER, backoff
@@ -80,3 +81,14 @@ class Handlers:
                 await asyncio.sleep(backoff(attempt + 1, base=self.backoff, jitter=NO_JITTER))
         await inbox.failed(webhook_id, error)
         return False
+
+
+def load(path: str) -> Handlers:
+    """The `Handlers` at `module:attribute` (as `ustun reconcile --handlers` names it)."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"expected `module:attribute`, got {path!r}")
+    found = getattr(import_module(module_name), attribute, None)
+    if not isinstance(found, Handlers):
+        raise ValueError(f"{path} is not a ustun.webhooks.Handlers")
+    return found

@@ -13,6 +13,8 @@ the background, retried with backoff on failure (never pushed back on the sender
 refused (`400`), and a body over `MAX_BODY` is refused (`413`) without reading past the limit.
 The inbox is prepared (its table checked or created) once, before the first delivery is claimed.
 Pass `handlers=` to share one `Handlers` registry with the broker consumers (`consumers`).
+Its handlers (`receiver.handlers`) may be shared with a `Reconciler`, which feeds the events
+the receiver missed through the same inbox.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
 from ustun.http.errors import RepeatedHeaders, SignatureError
 from ustun.http.problem import MEDIA_TYPE, encode, problem
-from ustun.http.signature import Secret
+from ustun.http.signature import PublicKey, Secret, Verifier
 from ustun.webhooks.handlers import DEFAULT_ATTEMPTS, DEFAULT_BACKOFF, Handler, Handlers
 from ustun.webhooks.inbox import Inbox
 from ustun.webhooks.verify import verify_delivery
@@ -39,19 +41,23 @@ MAX_BODY = 1024 * 1024
 
 
 class WebhookReceiver:
-    """An ASGI app that receives Standard Webhooks and runs one handler per event type."""
+    """An ASGI app that receives Standard Webhooks and runs one handler per event type.
+
+    `handlers` is a registry to share (with a `Reconciler`); without one the receiver makes its
+    own, retrying each handler `attempts` times from `backoff` seconds.
+    """
 
     def __init__(
         self,
-        secret: Secret | str | Iterable[Secret | str],
+        secret: Verifier | str | Iterable[Verifier | str],
         *,
         inbox: Inbox,
+        handlers: Handlers | None = None,
         tolerance: float = DEFAULT_SIGNATURE_TOLERANCE,
         attempts: int = DEFAULT_ATTEMPTS,
         backoff: float = DEFAULT_BACKOFF,
-        handlers: Handlers | None = None,
     ) -> None:
-        self.secrets = [secret] if isinstance(secret, Secret | str) else list(secret)
+        self.secrets = [secret] if isinstance(secret, Secret | PublicKey | str) else list(secret)
         self.inbox = inbox
         self.tolerance = tolerance
         self.handlers = handlers or Handlers(attempts=attempts, backoff=backoff)

@@ -185,11 +185,33 @@ class WebhookStore(Protocol):
         endpoint_id: str,
         *,
         secret: str,
+        public_key: str | None,
         previous: str,
         previous_expires_at: datetime,
         now: datetime,
     ) -> None:
-        """Store a new sealed secret, keeping `previous` (sealed) until `previous_expires_at`."""
+        """Store a new sealed key (and an ed25519 key's public half), keeping `previous`
+        (sealed) until `previous_expires_at`."""
+        ...
+
+    # The event feed (`webhooks.feed`): positions are `(txid, seq)` pairs.
+
+    async def feed_horizon(self, conn: AsyncConnection) -> tuple[int, int]:
+        """The position at or below which every event has committed, or never will."""
+        ...
+
+    async def feed_events(
+        self,
+        conn: AsyncConnection,
+        account_id: str,
+        *,
+        after: tuple[int, int],
+        upto: tuple[int, int],
+        limit: int,
+        event_type: str | None,
+        since: datetime | None,
+    ) -> Sequence[Row[Any]]:
+        """The account's events in `(after, upto]`, in feed order, at most `limit`."""
         ...
 
     async def disable_endpoint(

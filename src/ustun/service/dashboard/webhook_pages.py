@@ -22,7 +22,7 @@ from ustun.http.preconditions import Preconditions
 from ustun.service.dashboard.web import LoggedIn, Posting, Viewer, page, see_other
 from ustun.service.operations import webhook_deliveries, webhook_endpoints, webhook_events
 from ustun.service.plumbing.deps import DEFAULT_PAGE, MAX_PAGE
-from ustun.webhooks import operations
+from ustun.webhooks import operations, signing
 from ustun.webhooks.states import Status
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -120,7 +120,7 @@ async def create_endpoint(
         )
     except (ProblemError, ValidationError) as exc:
         return await _endpoints_page(request, who, error=_problem_text(exc))
-    created = webhook_endpoints.render(row) | {"secret": str(secret)}
+    created = webhook_endpoints.render(row) | signing.shown(secret)
     shown = await _endpoints_page(request, who, created=created)
     shown.headers["cache-control"] = webhook_endpoints.NO_STORE
     return shown
@@ -194,11 +194,12 @@ async def set_enabled(
 
 @router.post("/endpoints/{endpoint_id}/rotate")
 async def rotate(request: Request, who: Posting, endpoint_id: str) -> Response:
-    """Rotate the signing secret and show the new one, this once."""
+    """Rotate the signing key and show a new HMAC secret, this once (an ed25519 endpoint's new
+    public key is on the page)."""
     _, secret = await operations.rotate_secret(
         _db(request), request.app.state.secret_box, who.account.id, endpoint_id
     )
-    shown = await _endpoint_page(request, who, endpoint_id, secret=str(secret))
+    shown = await _endpoint_page(request, who, endpoint_id, secret=signing.shown(secret)["secret"])
     shown.headers["cache-control"] = webhook_endpoints.NO_STORE
     return shown
 

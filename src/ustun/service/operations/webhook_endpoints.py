@@ -20,7 +20,7 @@ from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor
 from ustun.service.plumbing.pagination import page
 from ustun.service.resources.text import Text
 from ustun.service.runtime.webhook_runtime import AppSettings, Box
-from ustun.webhooks import operations
+from ustun.webhooks import operations, signing
 from ustun.webhooks.endpoints import DEFAULT_MAX_IN_FLIGHT
 from ustun.webhooks.patterns import is_pattern
 from ustun.webhooks.tables import endpoints
@@ -52,6 +52,11 @@ class EndpointIn(BaseModel):
     payload: Literal["full", "thin"] = "full"
     rate_limit: float | None = Field(default=None, gt=0, le=10_000, description="Sends/s.")
     max_in_flight: InFlight = DEFAULT_MAX_IN_FLIGHT
+    signature: signing.Scheme = Field(
+        default=signing.HMAC_SHA256,
+        description="`hmac-sha256`: `v1` signatures under the `secret` in the answer; "
+        "`ed25519`: `v1a` signatures, verified with the `public_key` in the answer.",
+    )
 
     _patterns = field_validator("events")(_check_patterns)
 
@@ -93,6 +98,8 @@ def render(row: Row[Any]) -> dict[str, Any]:
         "disabled_reason": row.disabled_reason,
         "rate_limit": row.rate_limit,
         "max_in_flight": row.max_in_flight,
+        "signature": row.signature,
+        "public_key": row.public_key,
         "created_at": rfc3339(row.created_at),
         "updated_at": rfc3339(row.updated_at),
     }
@@ -112,7 +119,7 @@ async def create_endpoint(
     settings: AppSettings,
     response: Response,
 ) -> dict[str, Any]:
-    """Subscribe a URL; the signing `secret` is in this response and never again."""
+    """Subscribe a URL; an HMAC signing `secret` is in this response and never again."""
     row, secret = await operations.create_endpoint(
         db,
         box,
@@ -123,7 +130,7 @@ async def create_endpoint(
     )
     response.headers["location"] = f"{PATH}/{row.id}"
     response.headers["cache-control"] = NO_STORE
-    return _respond(response, row) | {"secret": str(secret)}
+    return _respond(response, row) | signing.shown(secret)
 
 
 @router.get("")
@@ -191,10 +198,10 @@ async def delete_endpoint(
 async def rotate_secret(
     endpoint_id: str, account: CurrentAccount, db: DB, box: Box, response: Response
 ) -> dict[str, Any]:
-    """A new secret (shown here once); the old one keeps signing for 24 hours."""
+    """A new secret (shown here once) or ed25519 key pair; the old one keeps signing for 24 h."""
     row, secret = await operations.rotate_secret(db, box, account.id, endpoint_id)
     response.headers["cache-control"] = NO_STORE
-    return _respond(response, row) | {"secret": str(secret)}
+    return _respond(response, row) | signing.shown(secret)
 
 
 @router.post("/{endpoint_id}/test", status_code=202)

@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, String, bindparam, case, func, insert, select, text, update
+from sqlalchemy import Row, String, bindparam, case, func, insert, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.concurrency import GuardRejected, Preconditions, compare_and_delete, compare_and_set
@@ -182,16 +182,19 @@ class SqlStore:
         endpoint_id: str,
         *,
         secret: str,
+        public_key: str | None,
         previous: str,
         previous_expires_at: datetime,
         now: datetime,
     ) -> None:
-        """Store a new sealed secret, keeping `previous` (sealed) until `previous_expires_at`."""
+        """Store a new sealed key (and an ed25519 key's public half), keeping `previous`
+        (sealed) until `previous_expires_at`."""
         await uow.conn.execute(
             update(endpoints)
             .where(endpoints.c.id == endpoint_id)
             .values(
                 secret=secret,
+                public_key=public_key,
                 previous_secret=previous,
                 previous_secret_expires_at=previous_expires_at,
                 version=endpoints.c.version + 1,
@@ -248,6 +251,28 @@ class SqlStore:
             )
         ).one()
         return count, oldest
+
+    async def feed_events(
+        self,
+        conn: AsyncConnection,
+        account_id: str,
+        *,
+        after: tuple[int, int],
+        upto: tuple[int, int],
+        limit: int,
+        event_type: str | None,
+        since: datetime | None,
+    ) -> Sequence[Row[Any]]:
+        """The account's events in `(after, upto]`, in feed order, at most `limit`."""
+        position = tuple_(events.c.txid, events.c.seq)
+        where = [events.c.account_id == account_id, position > tuple_(*after)]
+        where.append(position <= tuple_(*upto))
+        if event_type is not None:
+            where.append(events.c.type == event_type)
+        if since is not None:
+            where.append(events.c.created_at >= since)
+        query = select(events).where(*where).order_by(events.c.txid, events.c.seq).limit(limit)
+        return (await conn.execute(query)).all()
 
     async def event(self, conn: AsyncConnection, event_id: str) -> Row[Any]:
         """One event row (it exists)."""

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.store import Database, UnitOfWork
 from ustun.store.listen import Listener
@@ -91,6 +92,9 @@ SELECT * FROM unnest(
 """
 
 _NOTIFY = Statement(text("SELECT pg_notify(:channel, '')"))
+# Every transaction older than the oldest one running on the server has finished.
+_OLDEST_RUNNING = text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+_MAX_BIGINT = 2**63 - 1
 
 
 class PostgresStore(SqlStore):
@@ -111,6 +115,11 @@ class PostgresStore(SqlStore):
     def listener(self, db: Database, notified: Callable[[], None]) -> Listener:
         """A LISTEN on the webhooks channel, reconnecting after a lost connection."""
         return Listener(db.dsn, CHANNEL, notified)
+
+    async def feed_horizon(self, conn: AsyncConnection) -> tuple[int, int]:
+        """Just below the oldest transaction running: `txid` is the inserting transaction's."""
+        oldest_running: int = await conn.scalar(_OLDEST_RUNNING)
+        return oldest_running - 1, _MAX_BIGINT
 
     async def claim(
         self,

@@ -19,6 +19,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.store import Database, UnitOfWork
 from ustun.webhooks.adapters.common import INSERT_EVENT, SCAN_FACTOR, SqlStore, emit_statement
@@ -56,6 +57,11 @@ class SqliteStore(SqlStore):
 
     async def notify(self, uow: UnitOfWork) -> None:
         """Nothing: SQLite has no other process to notify (the in-process doorbell does it)."""
+
+    async def feed_horizon(self, conn: AsyncConnection) -> tuple[int, int]:
+        """The newest committed event: writers take turns, so `seq` is commit-ordered."""
+        largest = await conn.scalar(select(func.coalesce(func.max(events.c.seq), 0)))
+        return 0, int(largest or 0)
 
     def listener(self, db: Database, notified: Callable[[], None]) -> None:
         """None: other processes are heard of by polling."""
