@@ -10,11 +10,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from ustun import clock
-from ustun.store import Database
+from ustun.store import Database, dialects
 from ustun.store.migrate import RequiredTables
 from ustun.webhooks.inbox import DatabaseInbox, Inbox
 from ustun.webhooks.tables import reconcile_cursors
@@ -71,17 +69,16 @@ class DatabaseCursors:
         return found
 
     async def save(self, source: str, cursor: str) -> None:
-        insert = pg_insert if self.db.dialect == "postgresql" else sqlite_insert
         now = clock.now()
-        statement = (
-            insert(reconcile_cursors)
-            .values(source=source, cursor=cursor, updated_at=now)
-            .on_conflict_do_update(
-                index_elements=[reconcile_cursors.c.source],
-                set_={"cursor": cursor, "updated_at": now},
-            )
-        )
         async with self.db.unit_of_work() as uow:
+            statement = (
+                dialects.insert(uow.conn, reconcile_cursors)
+                .values(source=source, cursor=cursor, updated_at=now)
+                .on_conflict_do_update(
+                    index_elements=[reconcile_cursors.c.source],
+                    set_={"cursor": cursor, "updated_at": now},
+                )
+            )
             await uow.conn.execute(statement)
 
 
