@@ -182,6 +182,8 @@ class NatsServer:
     store: Path
     port: int = field(default_factory=free_port)
     process: asyncio.subprocess.Process | None = None
+    # More `nats-server` arguments, e.g. `("-c", "nats.conf")`.
+    extra: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -198,6 +200,7 @@ class NatsServer:
                 "-js",
                 "-sd",
                 str(self.store),
+                *self.extra,
             ),
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,

@@ -41,13 +41,13 @@ from webhook_support import serving, until
 PAYMENTS = 6
 
 
-async def _pay(client: httpx.AsyncClient, n: int) -> list[str]:
+async def _pay(client: httpx.AsyncClient, n: int, description: str | None = None) -> list[str]:
     """Create `n` payments; the ids of their `payment.created` events."""
     made = []
     for _ in range(n):
         paid = await client.post(
             "/v1/payments",
-            json={"amount": 500, "currency": "EUR"},
+            json={"amount": 500, "currency": "EUR", "description": description},
             headers={"idempotency-key": unique("pay")},
         )
         assert paid.status_code == 201, paid.text
@@ -250,3 +250,29 @@ async def test_a_refused_message_retries_dies_after_the_schedule_and_retry_sends
 
 async def _has_status(client: httpx.AsyncClient, endpoint_id: str, status: str) -> bool:
     return status in await _statuses(client, endpoint_id)
+
+
+async def test_a_message_the_broker_can_never_take_is_dead_at_once(
+    settings: Settings, db: Database, api_key: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "nats.conf"
+    config.write_text("max_payload: 900\n")
+    server = await NatsServer(tmp_path / "store", extra=("-c", str(config))).start()
+    try:
+        async with (
+            nats_stream(server.url) as (_, subject),
+            serving(settings, db, api_key, webhook_retry_schedule="0.1,0.1") as client,
+        ):
+            body = {"kind": NATS, "url": server.url, "subject": subject}
+            endpoint = await _endpoint(client, body)
+            await _pay(client, 1, description="x" * 1000)
+            await until(
+                lambda: _has_status(client, endpoint["id"], "dead"), what="the delivery to die"
+            )
+            listed = await client.get("/v1/deliveries", params={"endpoint_id": endpoint["id"]})
+            [delivery] = listed.json()["data"]
+            shown = (await client.get(f"/v1/deliveries/{delivery['id']}")).json()
+    finally:
+        await server.stop()
+    [attempt] = shown["attempts"]
+    assert "over the server's limit" in attempt["error"]
