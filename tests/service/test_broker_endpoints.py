@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
+from dashboard_support import log_in
 from ustun.settings import Settings
 from ustun.store import Database
 from webhook_support import serving
@@ -91,3 +92,18 @@ async def test_a_broker_endpoint_shows_its_kind_and_destination_and_changes_like
     assert (
         await client.delete(path, headers={"if-match": rotated.headers["etag"]})
     ).status_code == 204
+
+
+async def test_the_dashboard_shows_a_broker_endpoint_without_its_credentials(
+    client: httpx.AsyncClient, api_key: str
+) -> None:
+    made = (await client.post("/v1/webhook-endpoints", json=AMQP)).json()
+    csrf = await log_in(client, api_key)
+    assert csrf
+    for page in ("/dashboard/endpoints", f"/dashboard/endpoints/{made['id']}"):
+        shown = await client.get(page)
+        assert shown.status_code == 200, shown.text
+        assert "rabbitmq" in shown.text
+        assert "amqps://broker.example.com/" in shown.text
+        assert "<code>events</code>" in shown.text
+        assert "user:pw" not in shown.text

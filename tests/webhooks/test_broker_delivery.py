@@ -28,6 +28,7 @@ from broker_support import (
     stream_messages,
     unique,
 )
+from dashboard_support import log_in
 from ustun.service import resources
 from ustun.settings import Settings
 from ustun.store import Database
@@ -226,8 +227,9 @@ async def _handled(handled: Counter[str], ids: list[str]) -> bool:
     return set(ids) <= set(handled)
 
 
+@pytest.mark.parametrize("via", ["api", "dashboard"])
 async def test_a_refused_message_retries_dies_after_the_schedule_and_retry_sends_it(
-    settings: Settings, db: Database, api_key: str
+    via: str, settings: Settings, db: Database, api_key: str
 ) -> None:
     subject = unique("ustun.test.late")
     async with serving(settings, db, api_key, webhook_retry_schedule="0.1,0.1") as client:
@@ -240,12 +242,24 @@ async def test_a_refused_message_retries_dies_after_the_schedule_and_retry_sends
         assert len(shown["attempts"]) == 3
         assert all("no JetStream stream" in a["error"] for a in shown["attempts"])
         async with nats_stream(subject=subject) as (stream, _):
-            retried = await client.post(f"/v1/deliveries/{delivery['id']}/retry")
-            assert retried.status_code == 202, retried.text
+            await _retry(client, api_key, delivery["id"], via)
             await until(lambda: _all_succeeded(client, endpoint["id"], 1), what="the retry")
             stored = await stream_messages(stream, subject)
     assert [m["headers"]["Nats-Msg-Id"] for m in stored] == [sent]
     assert stored[0]["body"]["id"] == sent  # type: ignore[index]
+
+
+async def _retry(client: httpx.AsyncClient, api_key: str, delivery_id: str, via: str) -> None:
+    """Retry the delivery with the API, or with the dashboard's button."""
+    if via == "api":
+        retried = await client.post(f"/v1/deliveries/{delivery_id}/retry")
+        assert retried.status_code == 202, retried.text
+        return
+    csrf = await log_in(client, api_key)
+    retried = await client.post(
+        f"/dashboard/deliveries/{delivery_id}/retry", data={"csrf_token": csrf}
+    )
+    assert retried.status_code == 303, retried.text
 
 
 async def _has_status(client: httpx.AsyncClient, endpoint_id: str, status: str) -> bool:
