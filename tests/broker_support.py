@@ -8,10 +8,11 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import aio_pika
 import nats
@@ -20,6 +21,7 @@ from nats.js.api import StreamConfig
 from support import free_port
 from ustun.http.signature import Secret, headers
 from ustun.webhooks import message
+from ustun.webhooks.inbox import DatabaseInbox
 
 RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/"
 NATS_URL = "nats://127.0.0.1:4222"
@@ -28,6 +30,29 @@ NATS_URL = "nats://127.0.0.1:4222"
 def unique(prefix: str) -> str:
     """A name no other test (or person) on this machine uses."""
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+class CountingInbox(DatabaseInbox):
+    """A database inbox that counts the claims made on it (one per message taken)."""
+
+    claims = 0
+
+    async def claim(self, webhook_id: str, event_type: str) -> bool:
+        self.claims += 1
+        return await super().claim(webhook_id, event_type)
+
+
+@contextlib.asynccontextmanager
+async def running(consumer: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    """Run a consumer for the body of the `async with`; it must end only by cancellation."""
+    task = asyncio.create_task(consumer)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        assert task.cancelled(), task.exception()
 
 
 @dataclass(frozen=True)
@@ -119,10 +144,11 @@ async def consumer_settled(stream: str, durable: str, url: str = NATS_URL) -> bo
 
 
 @contextlib.asynccontextmanager
-async def nats_stream(url: str = NATS_URL) -> AsyncIterator[tuple[str, str]]:
-    """A JetStream stream of its own and the one subject it takes: `(stream, subject)`."""
+async def nats_stream(url: str = NATS_URL, subject: str = "") -> AsyncIterator[tuple[str, str]]:
+    """A JetStream stream of its own and the one subject it takes (`subject`, else a new one):
+    `(stream, subject)`."""
     client = await nats.connect(url)
-    stream, subject = unique("USTUN_TEST").replace("-", "_"), unique("ustun.test")
+    stream, subject = unique("USTUN_TEST").replace("-", "_"), subject or unique("ustun.test")
     try:
         await client.jetstream().add_stream(StreamConfig(name=stream, subjects=[subject]))
         yield stream, subject
@@ -156,6 +182,8 @@ class NatsServer:
     store: Path
     port: int = field(default_factory=free_port)
     process: asyncio.subprocess.Process | None = None
+    # More `nats-server` arguments, e.g. `("-c", "nats.conf")`.
+    extra: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -172,6 +200,7 @@ class NatsServer:
                 "-js",
                 "-sd",
                 str(self.store),
+                *self.extra,
             ),
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,

@@ -66,6 +66,23 @@ def test_the_official_parser_is_really_checking(
     assert not official_parser_verdict(document, tmp_path)["valid"]
 
 
+def test_broker_endpoints_have_servers_and_bindings_the_parser_checks(
+    event_types: tuple[EventType, ...], tmp_path: Path
+) -> None:
+    document = asyncapi.document(event_types)
+    servers = document["servers"]
+    assert (servers["rabbitmq"]["protocol"], servers["nats"]["protocol"]) == ("amqp", "nats")
+    channel = document["channels"]["paymentSucceeded"]
+    assert channel["bindings"]["amqp"]["is"] == "routingKey"
+    operation = document["operations"]["sendPaymentSucceeded"]
+    assert operation["bindings"]["amqp"]["deliveryMode"] == 2
+    assert set(operation["bindings"]) == {"amqp", "nats"}
+    message = document["components"]["messages"]["PaymentSucceeded"]
+    assert message["bindings"]["amqp"]["messageType"] == "payment.succeeded"
+    operation["bindings"]["amqp"]["deliveryMode"] = 3
+    assert not official_parser_verdict(document, tmp_path)["valid"]
+
+
 def test_one_channel_and_send_operation_per_event_type(event_types: tuple[EventType, ...]) -> None:
     document = asyncapi.document(event_types)
     assert document["asyncapi"] == "3.0.0"

@@ -25,7 +25,7 @@ from ustun.service.runtime.webhook_runtime import secret_box
 from ustun.settings import Settings, reveal
 from ustun.store import Database
 from ustun.webhooks import endpoints as ops
-from ustun.webhooks.secretbox import SecretKeyError, master_key
+from ustun.webhooks.secretbox import SecretBox, SecretKeyError, master_key
 from ustun.webhooks.tables import endpoints
 
 HOOK = "https://hooks.example.com/ustun"
@@ -148,3 +148,52 @@ async def test_the_private_key_is_sealed_at_rest_and_rotate_key_reseals_it(
     assert ops.signing_secrets(secret_box(moved), resealed, later) == keys
     with pytest.raises(SecretKeyError):
         box.open(resealed.secret, context=made["id"])
+
+
+BROKER_PASSWORD = "broker-pw-0f9e8d7c"
+BROKER_URL = f"amqps://ustun:{BROKER_PASSWORD}@broker.example.com/payments"
+
+
+async def test_a_broker_url_is_never_returned_rests_sealed_and_rotate_key_reseals_it(
+    app: FastAPI, api_key: str, db: Database, settings: Settings, database_url: str
+) -> None:
+    auth = {"authorization": f"Bearer {api_key}"}
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=auth) as api:
+        body = {"kind": "rabbitmq", "url": BROKER_URL, "exchange": "events"}
+        made = await api.post("/v1/webhook-endpoints", json=body)
+        assert made.status_code == 201, made.text
+        path = made.headers["location"]
+        patched = await api.patch(
+            path, json={"url": BROKER_URL + "2"}, headers={"if-match": made.headers["etag"]}
+        )
+        answers = [patched, await api.get(path), await api.get("/v1/webhook-endpoints")]
+        for answer in (made, *answers):
+            assert answer.status_code == (201 if answer is made else 200), answer.text
+            assert BROKER_PASSWORD not in answer.text
+        assert patched.json()["url"] == "amqps://broker.example.com/payments2"
+        stored = await everything_stored(database_url)
+    assert BROKER_PASSWORD.encode() not in stored
+
+    box = secret_box(settings)
+    async with db.read() as conn:
+        row = (
+            await conn.execute(select(endpoints).where(endpoints.c.id == made.json()["id"]))
+        ).one()
+    assert ops.destination(box, row) is not None
+    assert ops.destination(box, row).url == BROKER_URL + "2"  # type: ignore[union-attr]
+    current = master_key(reveal(settings.secret_key), settings.database_url)
+    moved = settings.model_copy(
+        update={
+            "secret_key": SecretStr("a-brand-new-secret-key-0123456789abcdef"),
+            "secret_key_previous": SecretStr(current),
+        }
+    )
+    await secret_keys.reseal(db, secret_box(moved), moved)
+    async with db.read() as conn:
+        resealed = (await conn.execute(select(endpoints).where(endpoints.c.id == row.id))).one()
+    assert ops.destination(SecretBox("a-brand-new-secret-key-0123456789abcdef"), resealed) == (
+        ops.destination(box, row)
+    )
+    with pytest.raises(SecretKeyError):
+        box.open(resealed.broker_url, context=row.id)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
+from broker_support import CountingInbox
 from support import in_background
 from ustun.service.plumbing.accounts import account_for_key
 from ustun.store import Database
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
+from ustun.webhooks.handlers import Handlers
 from ustun.webhooks.secretbox import SecretBox
 from webhook_support import PUBLIC_URL, SCHEDULE, MakeEndpoint, Receiver
 
@@ -70,3 +74,25 @@ def make_endpoint(db: Database, box: SecretBox, account_id: str) -> MakeEndpoint
         return endpoint_id, str(secret)
 
     return make
+
+
+@pytest.fixture
+def inbox(db: Database) -> CountingInbox:
+    return CountingInbox(db)
+
+
+@pytest.fixture
+def handled() -> Counter[str]:
+    """How often the `handlers` ran for each event id."""
+    return Counter()
+
+
+@pytest.fixture
+def handlers(handled: Counter[str]) -> Handlers:
+    registry = Handlers(backoff=0.01)
+
+    @registry.on("payment.*")
+    async def count(event: dict[str, Any]) -> None:
+        handled[event["id"]] += 1
+
+    return registry

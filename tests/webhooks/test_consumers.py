@@ -4,7 +4,6 @@ rejected; consumers that ride out a broker going away."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -19,6 +18,7 @@ import pytest
 from broker_support import (
     NATS_URL,
     RABBITMQ_URL,
+    CountingInbox,
     Event,
     NatsServer,
     Proxy,
@@ -27,62 +27,18 @@ from broker_support import (
     nats_stream,
     queue_messages,
     rabbitmq_exchange,
+    running,
     unique,
 )
 from ustun.http.signature import Secret
-from ustun.store import Database
 from ustun.webhooks.brokers import Brokers, Destination
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
 from ustun.webhooks.consumers import consume_nats, consume_rabbitmq
 from ustun.webhooks.handlers import Handlers
-from ustun.webhooks.inbox import DatabaseInbox
 from ustun.webhooks.receiver import WebhookReceiver
 from webhook_support import until
 
 SECRET = Secret.generate()
-
-
-class CountingInbox(DatabaseInbox):
-    """A database inbox that counts the claims made on it (one per message taken)."""
-
-    claims = 0
-
-    async def claim(self, webhook_id: str, event_type: str) -> bool:
-        self.claims += 1
-        return await super().claim(webhook_id, event_type)
-
-
-@pytest.fixture
-def inbox(db: Database) -> CountingInbox:
-    return CountingInbox(db)
-
-
-@pytest.fixture
-def handled() -> Counter[str]:
-    return Counter()
-
-
-@pytest.fixture
-def handlers(handled: Counter[str]) -> Handlers:
-    registry = Handlers(backoff=0.01)
-
-    @registry.on("payment.*")
-    async def count(event: dict[str, Any]) -> None:
-        handled[event["id"]] += 1
-
-    return registry
-
-
-@contextlib.asynccontextmanager
-async def running(consumer: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
-    task = asyncio.create_task(consumer)
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        assert task.cancelled(), task.exception()
 
 
 async def publish_all(destination: Destination, events: list[Event]) -> None:

@@ -3,7 +3,8 @@
 One loop per worker process, with no SQL of its own: every read and write goes through the
 webhooks store (`webhooks.store`, one adapter per dialect). It claims in batches with a lease
 (a claim brings the events along), keeps endpoints decrypted until their version changes, sends
-with one shared aiohttp session through a per-endpoint `Gate` (in-flight cap, rate limit), and
+with one shared aiohttp session, or publishes through the broker pool (`webhooks.brokers`), via a
+per-endpoint `Gate` (in-flight cap, rate limit), and
 hands outcomes to a writer task that records them in batched transactions. It sleeps until an
 event is committed (PostgreSQL LISTEN/NOTIFY, the in-process doorbell), a retry falls due,
 capacity frees up, or the poll interval passes.
@@ -29,6 +30,7 @@ from ustun.store import Database, UnitOfWork
 from ustun.webhooks import endpoints as endpoint_ops
 from ustun.webhooks import message, transport
 from ustun.webhooks.adapters import for_database
+from ustun.webhooks.brokers import BrokerOutcome, Brokers
 from ustun.webhooks.limits import Gate
 from ustun.webhooks.schedule import RETRY_AFTER_STATUSES, retry_delay
 from ustun.webhooks.secretbox import SecretBox
@@ -98,6 +100,8 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._soonest: float | None = None
         self._endpoints: dict[str, endpoint_ops.Target] = {}
+        # Broker connections open on first use: no broker endpoint, no client library import.
+        self._brokers = Brokers(timeout=config.timeout, allow_private=config.allow_private)
         # Endpoints that may have a failing streak to clear on their next success.
         self._failing: set[str] = set()
 
@@ -112,7 +116,7 @@ class Dispatcher:
         )
         writer = asyncio.create_task(self._write())
         try:
-            async with http, self._listening():
+            async with http, self._brokers, self._listening():
                 while not stopping.is_set():
                     self._wake.clear()
                     if not await self._claim_and_send(http):
@@ -241,13 +245,7 @@ class Dispatcher:
             else:
                 async with gate:
                     attempted_at = clock.now()
-                    outcome = await transport.post(
-                        http,
-                        endpoint.url,
-                        body,
-                        signed_headers(endpoint.signing, item.event_id, body),
-                        allow_private=self.config.allow_private,
-                    )
+                    outcome = await self._send(http, item, endpoint, body)
                 instrumentation.emit(
                     "delivery_attempt", outcome.latency_ms / 1000, outcome=outcome.kind
                 )
@@ -259,6 +257,19 @@ class Dispatcher:
             # whole worker to half its room.
             if gate.held == gate.cap or len(self._tasks) == self.config.max_in_flight // 2:
                 self._wake.set()
+
+    async def _send(
+        self, http: aiohttp.ClientSession, item: Claim, endpoint: endpoint_ops.Target, body: bytes
+    ) -> transport.Outcome:
+        """POST to an HTTP endpoint or publish to a broker one, with the same signed headers."""
+        headers = signed_headers(endpoint.signing, item.event_id, body)
+        if endpoint.destination is not None:
+            return await self._brokers.publish(
+                endpoint.destination, item.event_type, item.event_id, body, headers
+            )
+        return await transport.post(
+            http, endpoint.url, body, headers, allow_private=self.config.allow_private
+        )
 
     async def _write(self) -> None:
         """Record outcomes in batches: one transaction for whatever has queued up."""
@@ -308,6 +319,8 @@ class Dispatcher:
             elif outcome.status == 410:
                 change = Change.GIVE_UP
                 batch.gone.add(result.endpoint_id)
+            elif isinstance(outcome, BrokerOutcome) and outcome.permanent:
+                change = Change.GIVE_UP  # a message the broker can never take
             else:
                 batch.failing.add(result.endpoint_id)
                 retry_after = (

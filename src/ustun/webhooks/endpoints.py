@@ -15,10 +15,12 @@ from ustun.http.signature import Signer, signer
 from ustun.store import UnitOfWork
 from ustun.webhooks import signing
 from ustun.webhooks.adapters import for_connection
+from ustun.webhooks.brokers.destinations import Destination, redact
 from ustun.webhooks.outbox import ENDPOINT_DISABLED, emit
 from ustun.webhooks.secretbox import SecretBox
 
 DEFAULT_MAX_IN_FLIGHT = 8
+HTTP = "http"
 ROTATION_OVERLAP = timedelta(hours=24)
 
 
@@ -37,6 +39,8 @@ class Target:
     version: int
     # When the previous secret in `signing` stops signing; None if it is not there.
     signing_until: datetime | None
+    # Where a broker endpoint publishes (its URL decrypted); None for HTTP.
+    destination: Destination | None = None
 
     def current(self, version: int, now: datetime) -> bool:
         """Whether this is still right for the endpoint at `version`, at `now`."""
@@ -50,6 +54,13 @@ def signing_secrets(box: SecretBox, row: Row[Any], now: datetime) -> tuple[Signe
     if row.previous_secret is not None and expires is not None and expires > now:
         found.append(signer(box.open(row.previous_secret, context=row.id)))
     return tuple(found)
+
+
+def destination(box: SecretBox, row: Row[Any]) -> Destination | None:
+    """A broker endpoint's destination, its URL decrypted; None for an HTTP endpoint."""
+    if row.kind == HTTP:
+        return None
+    return Destination(row.kind, box.open(row.broker_url, context=row.id), row.destination)
 
 
 def target(box: SecretBox, row: Row[Any], now: datetime) -> Target:
@@ -66,7 +77,13 @@ def target(box: SecretBox, row: Row[Any], now: datetime) -> Target:
         signing,
         row.version,
         row.previous_secret_expires_at if len(signing) > 1 else None,
+        destination(box, row),
     )
+
+
+def broker_columns(box: SecretBox, endpoint_id: str, url: str) -> dict[str, str]:
+    """The URL columns of a broker endpoint: shown without credentials, and sealed whole."""
+    return {"url": redact(url), "broker_url": box.seal(url, context=endpoint_id)}
 
 
 async def create(
@@ -76,22 +93,30 @@ async def create(
     *,
     url: str,
     events: Sequence[str],
+    kind: str = HTTP,
+    destination: str | None = None,
     description: str = "",
     payload: str = "full",
     rate_limit: float | None = None,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     signature: signing.Scheme = signing.HMAC_SHA256,
 ) -> tuple[str, Signer]:
-    """Insert an endpoint with a fresh signing key; return its id and the key (shown once)."""
+    """Insert an endpoint with a fresh signing key; return its id and the key (shown once).
+
+    A broker endpoint (`kind` rabbitmq or nats) publishes to `destination` at `url`.
+    """
     endpoint_id = ids.new_id("we")
     secret = signing.new_key(signature)
     now = clock.now()
+    urls = {"url": url} if kind == HTTP else broker_columns(box, endpoint_id, url)
     await for_connection(uow.conn).insert_endpoint(
         uow,
         dict(
             id=endpoint_id,
             account_id=account_id,
-            url=url,
+            kind=kind,
+            destination=destination,
+            **urls,
             description=description,
             events=json.dumps(list(events)),
             payload=payload,

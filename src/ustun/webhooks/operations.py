@@ -24,6 +24,7 @@ from ustun.store import Database
 from ustun.webhooks import endpoints, quotas
 from ustun.webhooks.adapters import for_connection, for_database
 from ustun.webhooks.addresses import url_refusal
+from ustun.webhooks.brokers.destinations import NATS, RABBITMQ, Destination, refusal
 from ustun.webhooks.outbox import PING, emit, wake
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.states import Change, Status, sources, transition
@@ -31,6 +32,8 @@ from ustun.webhooks.states import Change, Status, sources, transition
 DISABLED_BY_REQUEST = "disabled by request"
 # What `recover` sends again: the statuses a resend may leave that did not end in success.
 RECOVERABLE = tuple(s for s in sources(Change.RESEND) if s in (Status.FAILED, Status.DEAD))
+# The body field that names a broker endpoint's destination, by kind.
+DESTINATION_FIELD = {RABBITMQ: "exchange", NATS: "subject"}
 
 
 def check_url(url: str, *, allow_private: bool) -> None:
@@ -42,6 +45,35 @@ def check_url(url: str, *, allow_private: bool) -> None:
             f"Invalid value in body.url: {reason}.",
             errors=[{"field": "body.url", "message": reason, "type": "url"}],
         )
+
+
+def check_destination(kind: str, url: str, name: str | None, *, allow_private: bool) -> None:
+    """Raise 422 `validation-error` unless events may be sent to `url` (and, for a broker
+    kind, published to the exchange or subject `name`)."""
+    if kind == endpoints.HTTP:
+        check_url(url, allow_private=allow_private)
+        return
+    reason = refusal(Destination(kind, url, name or ""), allow_private=allow_private)
+    if reason is not None:
+        field = (
+            DESTINATION_FIELD[kind]
+            if reason.startswith("the " + DESTINATION_FIELD[kind])
+            else "url"
+        )
+        raise ProblemError(
+            "validation-error",
+            f"Invalid value in body.{field}: {reason}.",
+            errors=[{"field": f"body.{field}", "message": reason, "type": field}],
+        )
+
+
+def _destination_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The endpoint columns of an API body: its `exchange` or `subject` as `destination`."""
+    values = {k: v for k, v in fields.items() if k not in DESTINATION_FIELD.values()}
+    named = [fields[f] for f in DESTINATION_FIELD.values() if fields.get(f) is not None]
+    if named:
+        values["destination"] = named[0]
+    return values
 
 
 async def _endpoint(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Row[Any]:
@@ -73,17 +105,45 @@ async def create_endpoint(
     max_endpoints: int,
     allow_private: bool,
 ) -> tuple[Row[Any], Signer]:
-    """Subscribe a URL (`fields` as `endpoints.create` takes them); the row and its secret."""
-    check_url(fields["url"], allow_private=allow_private)
+    """Subscribe a URL or a broker destination (`fields` as the API's body: a broker's
+    `exchange` or `subject`, the rest as `endpoints.create` takes them); the row and its secret."""
+    values = _destination_fields(fields)
+    kind = values.get("kind", endpoints.HTTP)
+    check_destination(kind, values["url"], values.get("destination"), allow_private=allow_private)
     async with db.unit_of_work() as uow:
         await quotas.reserve_endpoint(uow, account_id, max_endpoints)
-        endpoint_id, secret = await endpoints.create(uow, box, account_id, **fields)
+        endpoint_id, secret = await endpoints.create(uow, box, account_id, **values)
         row = await _endpoint(uow.conn, account_id, endpoint_id)
     return row, secret
 
 
+def _new_destination(
+    box: SecretBox, row: Row[Any], change: Mapping[str, Any], *, allow_private: bool
+) -> dict[str, Any]:
+    """The URL and destination columns after a change to `row`'s URL, exchange or subject."""
+    kind, url = row.kind, change.get("url")
+    wrong = [f for k, f in DESTINATION_FIELD.items() if k != kind and change.get(f) is not None]
+    if wrong:
+        raise ProblemError(
+            "validation-error",
+            f"Invalid value in body.{wrong[0]}: a {kind} endpoint has no {wrong[0]}.",
+            errors=[{"field": f"body.{wrong[0]}", "message": f"not for {kind}", "type": "kind"}],
+        )
+    if kind == endpoints.HTTP:
+        if url is not None:
+            check_url(url, allow_private=allow_private)
+        return {}
+    current = endpoints.destination(box, row)
+    assert current is not None  # a broker kind
+    url = current.url if url is None else url
+    name = change.get(DESTINATION_FIELD[kind]) or current.name
+    check_destination(kind, url, name, allow_private=allow_private)
+    return {"destination": name, **endpoints.broker_columns(box, row.id, url)}
+
+
 async def update_endpoint(
     db: Database,
+    box: SecretBox,
     account_id: str,
     endpoint_id: str,
     change: Mapping[str, Any],
@@ -91,15 +151,19 @@ async def update_endpoint(
     *,
     allow_private: bool,
 ) -> Row[Any]:
-    """Change the fields in `change` if `pre` holds; `enabled: False` disables (and logs it)."""
-    values = dict(change)
-    if values.get("url") is not None:
-        check_url(values["url"], allow_private=allow_private)
+    """Change the fields in `change` if `pre` holds; `enabled: False` disables (and logs it).
+
+    A broker endpoint's new `url`, `exchange` or `subject` is checked and its URL sealed again.
+    """
+    values = {k: v for k, v in change.items() if k not in DESTINATION_FIELD.values()}
     enabled = values.pop("enabled", None)
     if "events" in values:
         values["events"] = json.dumps(values["events"])
     values["updated_at"] = clock.now()
     async with db.unit_of_work() as uow:
+        if any(change.get(f) is not None for f in ("url", *DESTINATION_FIELD.values())):
+            current = await _endpoint(uow.conn, account_id, endpoint_id)
+            values |= _new_destination(box, current, change, allow_private=allow_private)
         row, disabled = await for_database(db).change_endpoint(
             uow, account_id, endpoint_id, pre, values, enabled=enabled, reason=DISABLED_BY_REQUEST
         )

@@ -30,7 +30,14 @@ endpoints = Table(
     metadata,
     Column("id", String(40), primary_key=True),
     Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False),
+    # `http`, or a broker (`rabbitmq`, `nats`: `webhooks.brokers`).
+    Column("kind", String(16), nullable=False, server_default="http"),
+    # The URL to show: a broker's without its credentials (the whole one is `broker_url`).
     Column("url", Text(), nullable=False),
+    # A broker endpoint's exchange (RabbitMQ) or subject (NATS); null for HTTP.
+    Column("destination", Text(), nullable=True),
+    # A broker endpoint's whole URL, credentials and all, sealed like `secret`; null for HTTP.
+    Column("broker_url", Text(), nullable=True),
     Column("description", Text(), nullable=False),
     # JSON list of event-type patterns: exact names, `payment.*` or `*`.
     Column("events", Text(), nullable=False),

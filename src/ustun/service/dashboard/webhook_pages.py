@@ -179,6 +179,7 @@ async def set_enabled(
     try:
         await operations.update_endpoint(
             _db(request),
+            request.app.state.secret_box,
             who.account.id,
             endpoint_id,
             {"enabled": enabling},

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 from sqlalchemy import Row
 
 from ustun.clock import rfc3339
@@ -32,6 +32,25 @@ NO_STORE = "no-store"
 
 Events = Annotated[list[str], Field(min_length=1, max_length=100)]
 InFlight = Annotated[StrictInt, Field(ge=1, le=256), INTEGRAL_FLOAT]
+Kind = Literal["http", "rabbitmq", "nats"]
+Exchange = Annotated[
+    Text | None,
+    Field(
+        default=None,
+        max_length=255,
+        description="`rabbitmq` only: the exchange (declared by you) events are published to, "
+        "with the event type as routing key.",
+    ),
+]
+Subject = Annotated[
+    Text | None,
+    Field(
+        default=None,
+        max_length=255,
+        description="`nats` only: the JetStream subject events are published to (a stream of "
+        "yours must take it).",
+    ),
+]
 
 
 def _check_patterns(patterns: list[str] | None) -> list[str] | None:
@@ -41,12 +60,34 @@ def _check_patterns(patterns: list[str] | None) -> list[str] | None:
     return patterns
 
 
+def _check_destination(kind: str, given: dict[str, object]) -> None:
+    """A broker kind needs its exchange or subject; no kind takes another's."""
+    wanted = operations.DESTINATION_FIELD.get(kind)
+    for name, value in given.items():
+        if name == wanted and value is None:
+            raise ValueError(f"a {kind} endpoint needs `{name}`")
+        if name != wanted and value is not None:
+            raise ValueError(f"`{name}` is only for a {_kind_of(name)} endpoint")
+
+
+def _kind_of(field: str) -> str:
+    return next(k for k, f in operations.DESTINATION_FIELD.items() if f == field)
+
+
 class EndpointIn(BaseModel):
     """The body of `POST /v1/webhook-endpoints`."""
 
     model_config = ConfigDict(extra="forbid")
 
+    kind: Kind = Field(
+        default="http",
+        description="`http`: events are POSTed to `url`; `rabbitmq` (`amqp://`, `amqps://`) or "
+        "`nats` (`nats://`, `tls://`, JetStream): published to the broker at `url`, which may "
+        "carry credentials: it is kept encrypted and shown without them.",
+    )
     url: Text = Field(max_length=2048)
+    exchange: Exchange = None
+    subject: Subject = None
     events: Events = Field(default_factory=lambda: ["*"])
     description: Text = Field(default="", max_length=500)
     payload: Literal["full", "thin"] = "full"
@@ -60,6 +101,11 @@ class EndpointIn(BaseModel):
 
     _patterns = field_validator("events")(_check_patterns)
 
+    @model_validator(mode="after")
+    def _destination(self) -> EndpointIn:
+        _check_destination(self.kind, {"exchange": self.exchange, "subject": self.subject})
+        return self
+
 
 class EndpointPatch(BaseModel):
     """The body of `PATCH /v1/webhook-endpoints/{id}`: only the fields to change."""
@@ -67,6 +113,8 @@ class EndpointPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: Text | None = Field(default=None, max_length=2048)
+    exchange: Exchange = None
+    subject: Subject = None
     events: Events | None = None
     description: Text | None = Field(default=None, max_length=500)
     payload: Literal["full", "thin"] | None = None
@@ -86,11 +134,16 @@ class RecoverIn(BaseModel):
 
 
 def render(row: Row[Any]) -> dict[str, Any]:
-    """The public shape of an endpoint (never its secret)."""
+    """The public shape of an endpoint (never its secret, nor a broker URL's credentials)."""
     return {
         "id": row.id,
         "object": "webhook_endpoint",
+        "kind": row.kind,
         "url": row.url,
+        **{
+            field: row.destination if row.kind == kind else None
+            for kind, field in operations.DESTINATION_FIELD.items()
+        },
         "description": row.description,
         "events": json.loads(row.events),
         "payload": row.payload,
@@ -119,7 +172,8 @@ async def create_endpoint(
     settings: AppSettings,
     response: Response,
 ) -> dict[str, Any]:
-    """Subscribe a URL; an HMAC signing `secret` is in this response and never again."""
+    """Subscribe a URL or a broker destination; an HMAC signing `secret` is in this response
+    and never again."""
     row, secret = await operations.create_endpoint(
         db,
         box,
@@ -164,11 +218,13 @@ async def update_endpoint(
     body: EndpointPatch,
     account: CurrentAccount,
     db: DB,
+    box: Box,
     settings: AppSettings,
     response: Response,
     pre: Conditions,
 ) -> dict[str, Any]:
-    """Change the URL, filters, payload, limits; `enabled: false` disables (and logs it)."""
+    """Change the URL (exchange, subject), filters, payload, limits; `enabled: false`
+    disables (and logs it)."""
     change = body.model_dump(exclude_unset=True)
     nulled = [name for name, value in change.items() if value is None and name != "rate_limit"]
     if nulled:
@@ -180,7 +236,7 @@ async def update_endpoint(
             ],
         )
     row = await operations.update_endpoint(
-        db, account.id, endpoint_id, change, pre, allow_private=settings.webhook_allow_private
+        db, box, account.id, endpoint_id, change, pre, allow_private=settings.webhook_allow_private
     )
     return _respond(response, row)
 

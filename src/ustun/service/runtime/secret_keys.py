@@ -1,8 +1,9 @@
 """The secret key against what is stored under it: the startup check, and `ustun rotate-key`.
 
-Sealed at rest: every webhook endpoint's signing secrets, and the stored body of an idempotent
-response marked `no-store` (see `ustun.idempotency.sealing`). A process whose key opens none of
-them would start and then fail every delivery, so startup opens every endpoint secret first.
+Sealed at rest: every webhook endpoint's signing secrets and broker URL, and the stored body of
+an idempotent response marked `no-store` (see `ustun.idempotency.sealing`). A process whose key
+opens none of them would start and then fail every delivery, so startup opens every endpoint
+secret first.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from ustun.settings import Settings
 from ustun.store import Database
 from ustun.webhooks.secretbox import SecretBox, key_file
 from ustun.webhooks.tables import endpoints
+
+# An endpoint's sealed columns (bound to its id).
+_SEALED = (endpoints.c.id, endpoints.c.secret, endpoints.c.previous_secret, endpoints.c.broker_url)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,14 +62,10 @@ def key_mismatch(settings: Settings) -> SecretKeyError:
 async def check(db: Database, box: SecretBox, settings: Settings) -> None:
     """Raise `key_mismatch` unless `box` opens every stored endpoint secret."""
     async with db.read() as conn:
-        rows = (
-            await conn.execute(
-                select(endpoints.c.id, endpoints.c.secret, endpoints.c.previous_secret)
-            )
-        ).all()
+        rows = (await conn.execute(select(*_SEALED))).all()
     try:
         for row in rows:
-            for sealed in filter(None, (row.secret, row.previous_secret)):
+            for sealed in filter(None, (row.secret, row.previous_secret, row.broker_url)):
                 box.open(sealed, context=row.id)
     except SecretKeyError:
         raise key_mismatch(settings) from None
@@ -89,19 +89,16 @@ async def _reseal_endpoints(conn: AsyncConnection, box: SecretBox) -> int:
     def again(sealed: str, endpoint_id: str) -> str:
         return box.seal(box.open(sealed, context=endpoint_id), context=endpoint_id)
 
-    rows = (
-        await conn.execute(
-            select(
-                endpoints.c.id, endpoints.c.secret, endpoints.c.previous_secret
-            ).with_for_update()
-        )
-    ).all()
+    rows = (await conn.execute(select(*_SEALED).with_for_update())).all()
     for row in rows:
         previous = row.previous_secret and again(row.previous_secret, row.id)
+        broker_url = row.broker_url and again(row.broker_url, row.id)
         await conn.execute(
             update(endpoints)
             .where(endpoints.c.id == row.id)
-            .values(secret=again(row.secret, row.id), previous_secret=previous)
+            .values(
+                secret=again(row.secret, row.id), previous_secret=previous, broker_url=broker_url
+            )
         )
     return len(rows)
 

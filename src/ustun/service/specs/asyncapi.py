@@ -4,6 +4,9 @@ One channel per event type, one `send` operation per channel, the message payloa
 from the event catalogue like the OpenAPI `webhooks` section (`event_docs.schemas`), the
 Standard Webhooks headers, and the HMAC signature as the security scheme. Every schema is a
 titled component, so generators (Modelina) name their models after it.
+
+The same channels reach broker endpoints (`webhooks.brokers`): the `rabbitmq` and `nats`
+servers, and each channel's, operation's and message's AMQP and NATS bindings, say how.
 """
 
 from __future__ import annotations
@@ -42,6 +45,48 @@ HEADERS_SCHEMA = titled_object(
 )
 
 
+# https://github.com/asyncapi/bindings: amqp 0.3.0 and nats 0.1.0 (the latest of each).
+AMQP_BINDING, NATS_BINDING = "0.3.0", "0.1.0"
+BROKER_SERVERS = {
+    "rabbitmq": {
+        "host": "your-rabbitmq.example.com:5672",
+        "protocol": "amqp",
+        "protocolVersion": "0.9.1",
+        "description": (
+            "A `rabbitmq` endpoint's broker: each event is published, persistent and confirmed, "
+            "to the endpoint's exchange with the event type as routing key and the event id as "
+            "`message_id`; the Standard Webhooks headers are AMQP headers."
+        ),
+    },
+    "nats": {
+        "host": "your-nats.example.com:4222",
+        "protocol": "nats",
+        "description": (
+            "A `nats` endpoint's broker: each event is published to the endpoint's JetStream "
+            "subject and acknowledged by its stream; `Nats-Msg-Id` is the event id (the stream "
+            "drops a second copy), beside the Standard Webhooks headers."
+        ),
+    },
+}
+
+
+def _channel_bindings() -> dict[str, Any]:
+    return {
+        "amqp": {
+            "is": "routingKey",
+            "exchange": {"type": "topic", "durable": True, "autoDelete": False, "vhost": "/"},
+            "bindingVersion": AMQP_BINDING,
+        }
+    }
+
+
+def _operation_bindings() -> dict[str, Any]:
+    return {
+        "amqp": {"deliveryMode": 2, "mandatory": False, "bindingVersion": AMQP_BINDING},
+        "nats": {"bindingVersion": NATS_BINDING},
+    }
+
+
 def _message(event: EventType) -> dict[str, Any]:
     return {
         "name": event.name,
@@ -50,6 +95,7 @@ def _message(event: EventType) -> dict[str, Any]:
         "contentType": "application/json",
         "headers": ref(HEADERS),
         "payload": ref(payload_name(event)),
+        "bindings": {"amqp": {"messageType": event.name, "bindingVersion": AMQP_BINDING}},
     }
 
 
@@ -65,8 +111,13 @@ def document(events: Sequence[EventType], *, api_url: str = "") -> dict[str, Any
         channels[channel] = {
             "address": None,
             "title": event.name,
-            "description": f"`{event.name}` events, POSTed to each subscribed endpoint's URL.",
+            "description": (
+                f"`{event.name}` events, POSTed to each subscribed endpoint's URL, or published "
+                f"to a `rabbitmq` endpoint's exchange with the routing key `{event.name}`, or to "
+                "a `nats` endpoint's subject."
+            ),
             "messages": {name: {"$ref": f"#/components/messages/{name}"}},
+            "bindings": _channel_bindings(),
         }
         operations[f"send{name}"] = {
             "action": "send",
@@ -75,6 +126,7 @@ def document(events: Sequence[EventType], *, api_url: str = "") -> dict[str, Any
             "channel": {"$ref": f"#/channels/{channel}"},
             "messages": [{"$ref": f"#/channels/{channel}/messages/{name}"}],
             "security": [{"$ref": f"#/components/securitySchemes/{SECURITY_SCHEME}"}],
+            "bindings": _operation_bindings(),
         }
     return {
         "asyncapi": VERSION,
@@ -82,8 +134,10 @@ def document(events: Sequence[EventType], *, api_url: str = "") -> dict[str, Any
             "title": "ustun webhooks",
             "version": __version__,
             "description": (
-                "Events ustun POSTs to your webhook endpoints (Standard Webhooks). Verify the "
-                "signature over the raw body, deduplicate by `webhook-id`, answer 2xx fast. "
+                "Events ustun POSTs to your webhook endpoints (Standard Webhooks), or publishes "
+                "to your RabbitMQ exchange or NATS JetStream subject with the same body and "
+                "headers. Verify the signature over the raw body, deduplicate by `webhook-id` "
+                "(the message id), answer 2xx (acknowledge) fast. "
                 f"Manage endpoints with the HTTP API{f' at {api_url}' if api_url else ''}."
             ),
         },
@@ -94,7 +148,8 @@ def document(events: Sequence[EventType], *, api_url: str = "") -> dict[str, Any
                 "protocol": "https",
                 "description": "Your endpoint: the URL you registered with the webhook endpoint.",
                 "security": [{"$ref": f"#/components/securitySchemes/{SECURITY_SCHEME}"}],
-            }
+            },
+            **{name: dict(server) for name, server in BROKER_SERVERS.items()},
         },
         "channels": channels,
         "operations": operations,

@@ -123,13 +123,20 @@ class JobStreamEvent(BaseModel):
 
 
 class WebhookEndpoint(BaseModel):
-    """A URL subscribed to event types (never with its secret)."""
+    """A URL or broker destination subscribed to event types (never with its secret)."""
 
     model_config = _OPEN
 
     id: str = _id("we")
     object: Literal["webhook_endpoint"]
-    url: str
+    kind: Literal["http", "rabbitmq", "nats"] = Field(
+        description="`http` (POST to `url`), or a broker that events are published to."
+    )
+    url: str = Field(
+        description="Where events go; a broker's URL without its credentials (kept encrypted)."
+    )
+    exchange: str | None = Field(description="A `rabbitmq` endpoint's exchange; else null.")
+    subject: str | None = Field(description="A `nats` endpoint's JetStream subject; else null.")
     description: str
     events: list[str]
     payload: Literal["full", "thin"]

@@ -53,7 +53,10 @@ class AmqpPublisher:
         """The confirm channel; a channel error (say, a missing exchange) closed the last one."""
         async with self._reopening:
             if self._channel.is_closed:
-                self._channel = await self._connection.channel(publisher_confirms=True)
+                try:
+                    self._channel = await self._connection.channel(publisher_confirms=True)
+                except RuntimeError as exc:  # aiormq: the connection closed under it
+                    raise BrokerUnavailable(f"RabbitMQ connection lost: {exc}") from None
             return self._channel
 
     async def publish(

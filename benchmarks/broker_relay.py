@@ -1,0 +1,275 @@
+"""Events/s relayed to a broker by ONE `ustun worker` against a bare publish loop, and latency.
+
+For RabbitMQ and NATS JetStream, side by side in one run on a fresh PostgreSQL database:
+
+1. Throughput: N events committed at once to the outbox with the worker idle; the worker
+   claims, signs and publishes them (confirms / PubAcks awaited) and records every attempt.
+   Interleaved with rounds of the bare loop of `brokers.py` (the same client library's publish,
+   same body and headers, as many in flight as the endpoint's `max_in_flight`): the ceiling.
+2. Latency: events committed one per transaction at `--rate`/s; commit → arrival at a consumer
+   subscribed on the broker (a queue bound to the exchange; a subscription on the subject).
+
+Needs PostgreSQL (`USTUN_BENCH_PG`), RabbitMQ (5672) and NATS with JetStream (4222).
+
+    .venv/bin/python benchmarks/broker_relay.py [--rounds 3] [-n 5000] [--rate 200] [--seconds 10]
+        [--in-flight 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aio_pika
+import nats
+from nats.js.api import StreamConfig
+
+from brokers import EVENT_TYPE, NATS_URL, RABBITMQ_URL, Publish, events, timed
+from ustun.service.plumbing.accounts import account_for_key, create_key
+from ustun.store import Database
+from ustun.store.migrate import upgrade
+from ustun.webhooks import endpoints as ops
+from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
+from ustun.webhooks.outbox import emit
+from ustun.webhooks.secretbox import SecretBox
+from webhooks import SECRET_KEY, drained, drop_pg, pg_database
+
+
+@dataclass
+class Arrivals:
+    """Arrival times by event id; `complete` is set once every `expect`ed id has arrived."""
+
+    times: dict[str, float] = field(default_factory=dict)
+    awaited: set[str] = field(default_factory=set)
+    complete: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def record(self, event_id: str) -> None:
+        self.times[event_id] = time.time()
+        self._check()
+
+    def expect(self, event_ids: set[str]) -> None:
+        self.awaited = event_ids
+        self._check()
+
+    def _check(self) -> None:
+        if self.awaited and self.awaited <= self.times.keys():
+            self.complete.set()
+
+
+@dataclass
+class Target:
+    """A broker destination of this run, the bare loop's publish, and how to empty and read it."""
+
+    kind: str
+    url: str
+    name: str
+    bare: Publish
+    purge: Callable[[], Awaitable[object]]
+    # listen(arrivals): an async context recording arrival times by event id while open.
+    listen: Callable[[Arrivals], contextlib.AbstractAsyncContextManager[None]]
+
+
+@contextlib.asynccontextmanager
+async def rabbitmq() -> AsyncIterator[Target]:
+    connection = await aio_pika.connect(RABBITMQ_URL)
+    async with connection:
+        admin = await connection.channel()
+        name = f"ustun-bench-{uuid.uuid4().hex[:8]}"
+        exchange = await admin.declare_exchange(name, aio_pika.ExchangeType.TOPIC, durable=True)
+        queue = await admin.declare_queue(name, durable=True)
+        await queue.bind(exchange, "#")
+        confirming = await connection.channel(publisher_confirms=True)
+        target = await confirming.get_exchange(name, ensure=False)
+
+        async def bare(event_id: str, body: bytes, headers: dict[str, str]) -> object:
+            sent = aio_pika.Message(
+                body,
+                headers=dict(headers),
+                content_type="application/json",
+                delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                message_id=event_id,
+                type=EVENT_TYPE,
+            )
+            return await target.publish(sent, EVENT_TYPE, mandatory=False)
+
+        @contextlib.asynccontextmanager
+        async def listen(arrivals: Arrivals) -> AsyncIterator[None]:
+            async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
+                arrivals.record(message.message_id or "")
+                await message.ack()
+
+            tag = await queue.consume(on_message)
+            try:
+                yield
+            finally:
+                await queue.cancel(tag)
+
+        try:
+            yield Target(RABBITMQ, RABBITMQ_URL, name, bare, queue.purge, listen)
+        finally:
+            await queue.delete(if_unused=False, if_empty=False)
+            await exchange.delete()
+
+
+@contextlib.asynccontextmanager
+async def jetstream() -> AsyncIterator[Target]:
+    client = await nats.connect(NATS_URL)
+    js = client.jetstream()
+    name = f"USTUN_BENCH_{uuid.uuid4().hex[:8]}"
+    subject = f"ustun.bench.{name}"
+    await js.add_stream(StreamConfig(name=name, subjects=[subject]))
+
+    async def bare(event_id: str, body: bytes, headers: dict[str, str]) -> object:
+        return await js.publish(subject, body, headers={**headers, "Nats-Msg-Id": event_id})
+
+    async def purge() -> object:
+        return await js.purge_stream(name)
+
+    @contextlib.asynccontextmanager
+    async def listen(arrivals: Arrivals) -> AsyncIterator[None]:
+        async def on_message(message: Any) -> None:
+            arrivals.record((message.headers or {}).get("Nats-Msg-Id", ""))
+
+        subscription = await client.subscribe(subject, cb=on_message)
+        try:
+            yield
+        finally:
+            await subscription.unsubscribe()
+
+    try:
+        yield Target(NATS, NATS_URL, subject, bare, purge, listen)
+    finally:
+        await js.delete_stream(name)
+        await client.close()
+
+
+async def endpoint(db: Database, target: Target, in_flight: int) -> str:
+    """A fresh account with one endpoint on `target`; the account id."""
+    account = await account_for_key(db, await create_key(db, f"bench-{uuid.uuid4().hex[:8]}"))
+    assert account is not None
+    async with db.unit_of_work() as uow:
+        await ops.create(
+            uow,
+            SecretBox(SECRET_KEY),
+            account.id,
+            url=target.url,
+            events=["*"],
+            kind=target.kind,
+            destination=target.name,
+            max_in_flight=in_flight,
+        )
+    return account.id
+
+
+async def relayed(db: Database, account_id: str, n: int) -> float:
+    """Commit N events at once; events/s from the commit until the worker has sent them all."""
+    async with db.unit_of_work() as uow:
+        for i in range(n):
+            await emit(uow, account_id, EVENT_TYPE, {"id": f"pay_{i}", "amount": i})
+    committed = time.perf_counter()
+    await drained(db)
+    return n / (time.perf_counter() - committed)
+
+
+async def latency(
+    db: Database, account_id: str, target: Target, rate: float, seconds: float
+) -> tuple[float, float, int]:
+    """Commit one event per transaction at `rate`/s; p50 and p99 of commit → consumer, ms."""
+    arrivals = Arrivals()
+    committed: dict[str, float] = {}
+    async with target.listen(arrivals):
+        start = time.perf_counter()
+        for i in range(int(rate * seconds)):
+            await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
+            async with db.unit_of_work() as uow:
+                event_id = await emit(uow, account_id, EVENT_TYPE, {"id": f"pay_l{i}"})
+            committed[event_id] = time.time()
+        arrivals.expect(set(committed))
+        with contextlib.suppress(TimeoutError):  # a lost event shows as fewer samples
+            await asyncio.wait_for(arrivals.complete.wait(), 30)
+    got = arrivals.times
+    samples = sorted((got[e] - t) * 1000 for e, t in committed.items() if e in got)
+    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+    return statistics.median(samples), p99, len(samples)
+
+
+def worker(database_url: str) -> subprocess.Popen[bytes]:
+    """One `ustun worker` process on the database."""
+    env = {
+        **os.environ,
+        "USTUN_DATABASE_URL": database_url,
+        "USTUN_SECRET_KEY": SECRET_KEY,
+        "USTUN_WEBHOOK_ALLOW_PRIVATE": "1",
+        "USTUN_LOG_LEVEL": "warning",
+    }
+    return subprocess.Popen([str(Path(sys.executable).with_name("ustun")), "worker"], env=env)
+
+
+async def measure(
+    db: Database, target: Target, args: argparse.Namespace
+) -> tuple[list[float], list[float], tuple[float, float, int]]:
+    """Alternate bare and relayed rounds; then the latency run."""
+    account_id = await endpoint(db, target, args.in_flight)
+    await relayed(db, account_id, 100)  # warm up: connection opened, endpoint cached
+    bare, relay = [], []
+    for _ in range(args.rounds):
+        await target.purge()
+        batch = events(args.n)
+        bare.append(args.n / (await timed(target.bare, batch, args.in_flight)).seconds)
+        await target.purge()
+        relay.append(await relayed(db, account_id, args.n))
+    await target.purge()
+    return bare, relay, await latency(db, account_id, target, args.rate, args.seconds)
+
+
+async def main(args: argparse.Namespace) -> None:
+    pg_name, url = await pg_database()
+    db = Database(url)
+    process = None
+    try:
+        await upgrade(db)
+        process = worker(url)
+        await asyncio.sleep(2.0)  # let the worker start and LISTEN
+        print(
+            f"{args.rounds} rounds x {args.n} events, {args.in_flight} in flight, one worker; "
+            f"latency at {args.rate:.0f} events/s for {args.seconds:.0f} s"
+        )
+        for label, opened in (("RabbitMQ", rabbitmq), ("NATS", jetstream)):
+            async with opened() as target:
+                bare, relay, (p50, p99, count) = await measure(db, target, args)
+            ratios = [r / b for b, r in zip(bare, relay, strict=True)]
+            print(
+                f"{label:<9} bare {statistics.median(bare):7.0f} ev/s | relayed "
+                f"{statistics.median(relay):7.0f} ev/s | ratio {statistics.median(ratios):.2f}x "
+                f"({min(ratios):.2f}-{max(ratios):.2f}) | commit → consumer p50 {p50:.1f} ms, "
+                f"p99 {p99:.1f} ms ({count} events)"
+            )
+    finally:
+        if process is not None:
+            process.terminate()
+            process.wait(30)
+        await db.dispose()
+        await drop_pg(pg_name)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("-n", type=int, default=5000)
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--in-flight", type=int, default=256, help="the endpoint's max_in_flight = the bare window"
+    )
+    asyncio.run(main(parser.parse_args()))
