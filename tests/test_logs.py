@@ -45,12 +45,17 @@ def test_keys_and_secrets_never_reach_the_log() -> None:
     stream = _capture()
     key = "ustun_sk_" + "A" * 43
     secret = "whsec_" + "c2VjcmV0c2VjcmV0c2VjcmV0"
+    signing_key = "whsk_" + "a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U="
     logging.getLogger("ustun.test").info(
-        "got %s", key, extra={"headers": {"authorization": "Bearer " + key}, "secret": secret}
+        "got %s and %s",
+        key,
+        signing_key,
+        extra={"headers": {"authorization": "Bearer " + key}, "secret": secret},
     )
     text = stream.getvalue()
     assert key not in text
     assert secret.removeprefix("whsec_") not in text
+    assert signing_key.removeprefix("whsk_") not in text
     assert "ustun_sk_***" in text
 
 

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import uvicorn
 from aiohttp import web
+from starlette.types import ASGIApp
 
 from support import free_port
 from ustun.service import create_app
@@ -132,6 +134,24 @@ async def serving(
         ) as http,
     ):
         yield http
+
+
+@asynccontextmanager
+async def serving_http(app: ASGIApp, port: int) -> AsyncIterator[None]:
+    """`app` over real HTTP on 127.0.0.1:`port` (uvicorn in this event loop, lifespan included)
+    for the body of the `with`."""
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
+    running = asyncio.create_task(server.serve())
+    try:
+        await until(lambda: _started(server), what="uvicorn to start")
+        yield
+    finally:
+        server.should_exit = True
+        await running
+
+
+async def _started(server: uvicorn.Server) -> bool:
+    return server.started
 
 
 async def until(condition: Callable[[], Awaitable[Any]], *, within: float = 15.0, what: str) -> Any:

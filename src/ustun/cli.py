@@ -1,13 +1,15 @@
-"""The `ustun` command: serve, worker, migrate, keys, rotate-key, listen."""
+"""The `ustun` command: serve, worker, migrate, keys, rotate-key, listen, reconcile."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
 try:
@@ -22,7 +24,9 @@ import uvicorn
 from ustun import logs, preflight
 from ustun.clock import rfc3339
 from ustun.defaults import DEFAULT_HOST
-from ustun.http.signature import Secret
+from ustun.errors import TablesMissing
+from ustun.http.errors import ClientError
+from ustun.http.signature import verifier
 from ustun.service import create_app, secret_keys
 from ustun.service.accounts import (
     DEFAULT_ACCOUNT,
@@ -39,7 +43,10 @@ from ustun.service.worker import Worker
 from ustun.settings import Settings, reveal
 from ustun.store import Database
 from ustun.store.migrate import check_current, upgrade
+from ustun.webhooks import handlers as webhook_handlers
+from ustun.webhooks.inbox import DatabaseInbox
 from ustun.webhooks.listen import app as listen_app
+from ustun.webhooks.reconciler import Reconciler
 
 T = TypeVar("T")
 
@@ -252,21 +259,24 @@ def rotate_key() -> None:
     )
 
 
-def _listen_secret(option: str | None, settings: Settings) -> str:
-    """The signing secret from `--secret` (`-`: one line of standard input) or the environment."""
+def _secret_option(option: str | None, from_env: str | None) -> str:
+    """A secret from its option (`-`: one line of standard input), else from the environment."""
     if option == "-":
-        text = sys.stdin.readline().strip()
-    elif option:
-        text = option
-    else:
-        text = reveal(settings.listen_secret) or ""
+        return sys.stdin.readline().strip()
+    return option or from_env or ""
+
+
+def _listen_secret(option: str | None, settings: Settings) -> str:
+    """The signing secret or public key from `--secret` (`-`: one line of standard input) or the
+    environment."""
+    text = _secret_option(option, reveal(settings.listen_secret))
     if not text:
         raise typer.BadParameter(
             "no signing secret: set USTUN_LISTEN_SECRET, or pipe it in with --secret -",
             param_hint="--secret",
         )
     try:
-        Secret.parse(text)
+        verifier(text)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--secret") from None
     return text
@@ -277,9 +287,10 @@ def listen(
     secret: Annotated[
         str | None,
         typer.Option(
-            help="The endpoint's signing secret (whsec_…), or `-` to read it from standard "
-            "input. Default: USTUN_LISTEN_SECRET. A secret given here is visible in the process "
-            "list to every user of the machine; prefer the environment or `-`.",
+            help="The endpoint's signing secret (whsec_…) or, for an ed25519 endpoint, its "
+            "public key (whpk_…); `-` reads it from standard input. Default: "
+            "USTUN_LISTEN_SECRET. A secret given here is visible in the process list to every "
+            "user of the machine; prefer the environment or `-`.",
             show_default=False,
         ),
     ] = None,
@@ -292,6 +303,103 @@ def listen(
     typer.echo(f"listening on http://{host}:{port}/ (any path); Ctrl-C to stop", err=True)
     receiver = listen_app(signing, tolerance=settings.signature_tolerance)
     uvicorn.run(receiver, host=host, port=port, log_level="warning")
+
+
+def _printing() -> webhook_handlers.Handlers:
+    """Handlers that print each event as one JSON line on stdout."""
+    printing = webhook_handlers.Handlers()
+
+    @printing.on("*")
+    async def show(event: dict[str, Any]) -> None:
+        typer.echo(json.dumps(event, ensure_ascii=False, separators=(",", ":")))
+
+    return printing
+
+
+def _since(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(
+            f"not an RFC 3339 time: {text!r} (e.g. 2026-12-01T00:00:00Z)", param_hint="--since"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@app.command()
+def reconcile(
+    url: Annotated[
+        str, typer.Option(help="The provider's API base URL, e.g. https://api.example.com.")
+    ],
+    since: Annotated[
+        str | None,
+        typer.Option(
+            help="Where the first run starts (RFC 3339); later runs resume from the cursor "
+            "stored beside the inbox. Default: the beginning of the feed.",
+            show_default=False,
+        ),
+    ] = None,
+    handlers: Annotated[
+        str | None,
+        typer.Option(
+            help="Your receiver's `Handlers` registry as `module:attribute`, to run each "
+            "missed event through. Default: print each one as a JSON line.",
+            show_default=False,
+        ),
+    ] = None,
+    every: Annotated[
+        float | None,
+        typer.Option(min=0.1, help="Reconcile every N seconds until Ctrl-C (default: once)."),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            help="The API key at the provider, or `-` to read it from standard input. "
+            "Default: USTUN_RECONCILE_API_KEY (prefer it: the process list shows options).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Feed the events the receiver missed into its inbox and handlers (USTUN_DATABASE_URL is
+    the receiver's database: the inbox, and the cursor stored beside it)."""
+    settings = _settings()
+    _setup_logging(settings)
+    key = _secret_option(api_key, reveal(settings.reconcile_api_key))
+    if not key:
+        raise typer.BadParameter(
+            "no API key: set USTUN_RECONCILE_API_KEY, or pipe it in with --api-key -",
+            param_hint="--api-key",
+        )
+    start = _since(since)
+    try:
+        registry = webhook_handlers.load(handlers) if handlers else _printing()
+    except (ImportError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--handlers") from None
+
+    async def run() -> int:
+        db = Database(settings.database_url)
+        try:
+            reconciler = Reconciler(url, key, DatabaseInbox(db), registry, since=start)
+            if every is None:
+                return await reconciler.run_once()
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            await reconciler.run(stop, interval=every)
+            return 0
+        finally:
+            await db.dispose()
+
+    try:
+        handled = _run(run)
+    except (ClientError, TablesMissing) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    if every is None:
+        typer.echo(f"handled {handled} missed event(s)", err=True)
 
 
 def main() -> None:

@@ -21,8 +21,9 @@ ACCESS_LOGGER = "ustun.access"  # one line per request, written by `ustun.servic
 
 _request_id: ContextVar[str | None] = ContextVar("ustun_request_id", default=None)
 
-# `ustun_sk_…` API keys, `whsec_…` signing secrets and bearer credentials: never written out.
-_SECRET = re.compile(r"(ustun_sk_|whsec_|(?i:bearer\s+))[A-Za-z0-9_+/=.-]+")
+# `ustun_sk_…` API keys, `whsec_…` signing secrets, `whsk_…` ed25519 signing keys and bearer
+# credentials: never written out.
+_SECRET = re.compile(r"(ustun_sk_|whsec_|whsk_|(?i:bearer\s+))[A-Za-z0-9_+/=.-]+")
 
 # Attributes every LogRecord has (and uvicorn's ANSI copy of its message); anything else on a
 # record is an `extra` worth writing.

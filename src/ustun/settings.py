@@ -64,6 +64,8 @@ class Settings(BaseSettings):
     secret_key_previous: SecretStr | None = None
     # `ustun listen`'s signing secret, kept off the command line (where `ps` shows it).
     listen_secret: SecretStr | None = None
+    # `ustun reconcile`'s API key at the provider, kept off the command line likewise.
+    reconcile_api_key: SecretStr | None = None
     log_level: str = DEFAULT_LOG_LEVEL
     job_lease: float = Field(default=DEFAULT_JOB_LEASE, gt=0)
     job_poll_interval: float = Field(default=DEFAULT_JOB_POLL_INTERVAL, gt=0)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from support import UstunProcess, free_port, wait_for
 from ustun import cli
-from ustun.http.signature import Secret, headers
+from ustun.http.signature import Secret, SigningKey, headers
 
 
 def _listening(
@@ -58,6 +58,21 @@ def test_listen_prints_verified_events(tmp_path: Path) -> None:
         _accepts_only(secret, url)
         wait_for(lambda: "4242" in proc.output(), what="the event to be printed")
         assert "payment.created" in proc.output()
+    finally:
+        proc.stop()
+
+
+def test_listen_verifies_an_ed25519_endpoint_with_its_public_key(tmp_path: Path) -> None:
+    key = SigningKey.generate()
+    proc, url = _listening(tmp_path, ["--secret", str(key.public_key)], {})
+    try:
+        body = json.dumps({"id": "evt_1", "type": "ping", "data": {"n": 4343}}).encode()
+        good = httpx.post(url, content=body, headers=headers([key], "evt_1", body))
+        assert good.status_code == 204
+        other = SigningKey.generate()
+        forged = httpx.post(url, content=body, headers=headers([other], "evt_2", body))
+        assert forged.status_code == 401
+        wait_for(lambda: "4343" in proc.output(), what="the event to be printed")
     finally:
         proc.stop()
 

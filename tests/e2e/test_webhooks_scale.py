@@ -4,7 +4,7 @@ servers at once, one worker killed with SIGKILL mid-run. Everything is judged fr
 receivers saw.
 
 The scenario runs once per module (`run`); each test reads one property off its record. The
-limits and FIFO tests are strict xfails until the claim enforces them in the database.
+FIFO test is a strict xfail until FIFO endpoints exist.
 
 Commit order (for the FIFO endpoint): payment A's event committed before payment B's when the
 201 for A reached the client before B's POST was sent. Concurrent POSTs have no order, so only
@@ -63,10 +63,6 @@ ENV = {
     "USTUN_WEBHOOK_RETRY_SCHEDULE": "0.2,0.4,0.8",
     "USTUN_LOG_LEVEL": "warning",
 }
-LIMITS_XFAIL = pytest.mark.xfail(
-    strict=True,
-    reason="issue 19: limits are per worker until the claim enforces them in the database",
-)
 FIFO_XFAIL = pytest.mark.xfail(
     strict=True, reason="issue 19: FIFO endpoints are not implemented yet"
 )
@@ -310,13 +306,11 @@ def busiest_second(arrivals: list[float]) -> int:
     return most
 
 
-@LIMITS_XFAIL
 def test_max_in_flight_holds_across_workers(run: Run) -> None:
     seen = run.receivers["capped"].most_in_flight
     assert seen <= MAX_IN_FLIGHT, f"capped endpoint saw {seen} concurrent requests"
 
 
-@LIMITS_XFAIL
 def test_rate_limit_holds_across_workers(run: Run) -> None:
     seen = busiest_second([got.at for got in run.receivers["rated"].received])
     assert seen <= RATE_LIMIT + RATE_TOLERANCE, f"rate-limited endpoint got {seen} in 1 s"

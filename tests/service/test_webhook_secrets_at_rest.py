@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
 from fastapi import FastAPI
+from pydantic import SecretStr
+from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from dashboard_support import SECRET, create_endpoint, log_in
-from ustun.service import create_app
-from ustun.settings import Settings
+from ustun import clock
+from ustun.http.signature import SigningKey
+from ustun.service import create_app, secret_keys
+from ustun.service.webhook_runtime import secret_box
+from ustun.settings import Settings, reveal
 from ustun.store import Database
+from ustun.webhooks import endpoints as ops
+from ustun.webhooks.secretbox import SecretKeyError, master_key
+from ustun.webhooks.tables import endpoints
 
 HOOK = "https://hooks.example.com/ustun"
+ED25519 = {"url": HOOK, "signature": "ed25519"}
 
 
 @pytest.fixture
@@ -102,3 +113,37 @@ async def test_created_and_rotated_secrets_replay_but_never_rest_in_clear(
     assert stored.count(b"whsec_") == 0
     for secret in secrets:
         assert secret.removeprefix("whsec_").encode() not in stored
+
+
+async def test_the_private_key_is_sealed_at_rest_and_rotate_key_reseals_it(
+    client: httpx.AsyncClient, db: Database, settings: Settings
+) -> None:
+    made = (await client.post("/v1/webhook-endpoints", json=ED25519)).json()
+    await client.post(f"/v1/webhook-endpoints/{made['id']}/rotate-secret")
+    box = secret_box(settings)
+    async with db.read() as conn:
+        row = (await conn.execute(select(endpoints).where(endpoints.c.id == made["id"]))).one()
+    keys = ops.signing_secrets(box, row, clock.now())
+    assert len(keys) == 2
+    assert all(isinstance(k, SigningKey) for k in keys)
+    for key in keys:
+        for sealed in (row.secret, row.previous_secret):
+            assert "whsk_" not in sealed
+            assert base64.b64encode(key.key).decode() not in sealed
+            assert key.key not in base64.b64decode(sealed)
+
+    current = master_key(reveal(settings.secret_key), settings.database_url)
+    moved = settings.model_copy(
+        update={
+            "secret_key": SecretStr("a-brand-new-secret-key-0123456789abcdef"),
+            "secret_key_previous": SecretStr(current),
+        }
+    )
+    await secret_keys.reseal(db, secret_box(moved), moved)
+    async with db.read() as conn:
+        resealed = (await conn.execute(select(endpoints).where(endpoints.c.id == made["id"]))).one()
+    assert resealed.secret != row.secret
+    later = clock.now() + timedelta(seconds=1)
+    assert ops.signing_secrets(secret_box(moved), resealed, later) == keys
+    with pytest.raises(SecretKeyError):
+        box.open(resealed.secret, context=made["id"])

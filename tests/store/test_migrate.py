@@ -1,14 +1,22 @@
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select, text
 from starlette.types import Message, Receive, Scope, Send
 
 from support import BACKENDS, drop_pg_database, make_pg_database
+from ustun import clock
 from ustun.errors import SchemaOutOfDate, TablesMissing
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
-from ustun.service.accounts import authenticate, create_key, list_keys, revoke_key
+from ustun.service.accounts import (
+    account_for_key,
+    authenticate,
+    create_key,
+    list_keys,
+    revoke_key,
+)
 from ustun.service.dashboard.session import open_session, session_account
 from ustun.store import Database
 from ustun.store.migrate import (
@@ -17,7 +25,11 @@ from ustun.store.migrate import (
     head_revision,
     upgrade,
 )
+from ustun.webhooks.adapters import feed
 from ustun.webhooks.inbox import DatabaseInbox
+from ustun.webhooks.outbox import emit
+from ustun.webhooks.tables import endpoints, events
+from webhook_support import until
 
 
 async def test_migrated_database_is_at_head(db: Database) -> None:
@@ -65,6 +77,61 @@ async def test_0009_upgrades_a_database_that_has_keys(backend: str, tmp_path: Pa
         await db.dispose()
         if name is not None:
             await asyncio.to_thread(drop_pg_database, name)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_0010_puts_existing_events_first_in_the_feed_and_keeps_endpoints_hmac(
+    backend: str, tmp_path: Path
+) -> None:
+    name, url = (None, f"sqlite:///{tmp_path / 'old.db'}")
+    if backend == "postgresql":
+        name, url = await asyncio.to_thread(make_pg_database)
+    db = Database(url)
+    try:
+        await upgrade(db, "0009")
+        account = await account_for_key(db, await create_key(db, "before-0010"))
+        assert account is not None
+        before = []
+        for n in range(3):
+            async with db.unit_of_work() as uow:
+                before.append(await emit(uow, account.id, "ping", {"n": n}))
+        async with db.unit_of_work() as uow:
+            await uow.conn.execute(
+                text(
+                    "INSERT INTO webhook_endpoints (id, account_id, url, description, events, "
+                    "payload, enabled, max_in_flight, secret, version, created_at, updated_at) "
+                    "VALUES ('we_old', :account, 'https://example.com', '', '[]', 'full', "
+                    "true, 8, 'sealed', 1, :now, :now)"
+                ),
+                {"account": account.id, "now": clock.now()},
+            )
+        await upgrade(db)
+        async with db.unit_of_work() as uow:
+            after = await emit(uow, account.id, "ping", {"n": 3})
+
+        async def whole_feed() -> list[str]:
+            async with db.read() as conn:
+                page = await feed.read(
+                    conn, [events.c.account_id == account.id], after=feed.START, limit=10
+                )
+            return [row.id for row in page.rows]
+
+        # Other transactions open on the PostgreSQL server hold the feed back a while.
+        await until(lambda: _has(whole_feed, 4), within=60, what="the whole feed")
+        assert await whole_feed() == [*sorted(before), after]
+        async with db.read() as conn:
+            scheme = await conn.scalar(
+                select(endpoints.c.signature).where(endpoints.c.id == "we_old")
+            )
+        assert scheme == "hmac-sha256"
+    finally:
+        await db.dispose()
+        if name is not None:
+            await asyncio.to_thread(drop_pg_database, name)
+
+
+async def _has(read: Callable[[], Awaitable[list[str]]], n: int) -> bool:
+    return len(await read()) >= n
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from starlette.applications import Starlette
@@ -27,7 +26,7 @@ from ustun.webhooks.dispatcher import Dispatcher
 from ustun.webhooks.inbox import DatabaseInbox
 from ustun.webhooks.outbox import emit
 from ustun.webhooks.receiver import MAX_BODY, WebhookReceiver
-from webhook_support import MakeEndpoint, until
+from webhook_support import MakeEndpoint, serving_http, until
 
 SECRET = Secret.generate()
 
@@ -214,21 +213,8 @@ async def test_an_oversized_body_is_refused_before_it_is_read_whole(
 @contextlib.asynccontextmanager
 async def uvicorn_serving(app: ASGIApp, port: int) -> AsyncIterator[None]:
     """`app` on 127.0.0.1:`port` (uvicorn, in this event loop) for the body of the `with`."""
-    routes = [Route("/webhooks", app, methods=["POST"])]
-    server = uvicorn.Server(
-        uvicorn.Config(Starlette(routes=routes), port=port, log_level="warning")
-    )
-    serving = asyncio.create_task(server.serve())
-    try:
-        await until(lambda: _started(server), what="uvicorn to start")
+    async with serving_http(Starlette(routes=[Route("/webhooks", app, methods=["POST"])]), port):
         yield
-    finally:
-        server.should_exit = True
-        await serving
-
-
-async def _started(server: uvicorn.Server) -> bool:
-    return server.started
 
 
 async def test_inbox_table_is_checked_once_before_the_first_claim(tmp_path: Path) -> None:

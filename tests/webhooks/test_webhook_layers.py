@@ -9,8 +9,14 @@ import ustun.webhooks
 
 PACKAGE = Path(ustun.webhooks.__file__).parent
 # Where SQL may live: the adapters, the table definitions they share, and the receiver's inbox
-# (a port of its own, with its memory and SQL adapters side by side, like idempotency's).
-STORAGE = {PACKAGE / "adapters", PACKAGE / "tables.py", PACKAGE / "inbox.py"}
+# and reconcile cursors (ports of their own, with their memory and SQL adapters side by side,
+# like idempotency's).
+STORAGE = {
+    PACKAGE / "adapters",
+    PACKAGE / "tables.py",
+    PACKAGE / "inbox.py",
+    PACKAGE / "cursors.py",
+}
 DRIVERS = ("asyncpg", "aiosqlite", "sqlite3", "psycopg")
 # Below the adapters only: the driver connections and prepared statements of `ustun.store`.
 STORE_INTERNALS = ("ustun.store.uow", "ustun.store.statements", "ustun.store.autocommit")

@@ -134,6 +134,14 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "Send a valid API key as `Authorization: Bearer <key>`. `ustun keys create` makes one.",
         ),
         ProblemType(
+            "event-cursor-invalid",
+            400,
+            "Invalid event cursor",
+            "`after` on /v1/events takes the `next_cursor` of an earlier page of the event "
+            "feed, unchanged, or `0` to start at the beginning. Cursors are opaque: do not "
+            "build or edit one.",
+        ),
+        ProblemType(
             "webhook-signature-invalid",
             401,
             "Webhook signature invalid",

@@ -107,9 +107,12 @@ def document(events: Sequence[EventType], *, api_url: str = "") -> dict[str, Any
                     "name": "webhook-signature",
                     "in": "header",
                     "description": (
-                        "HMAC-SHA256 with the endpoint's secret (`whsec_` + base64; the key is "
-                        'the decoded bytes) over `"{webhook-id}.{webhook-timestamp}.{raw body}"`, '
-                        "sent as `v1,<base64>`; several space-separated during a rotation."
+                        'Over `"{webhook-id}.{webhook-timestamp}.{raw body}"`, by the '
+                        "endpoint's `signature`: `hmac-sha256` (default) signs with HMAC-SHA256 "
+                        "under its secret (`whsec_` + base64; the key is the decoded bytes), sent "
+                        "as `v1,<base64>`; `ed25519` signs with a private key ustun keeps, sent "
+                        "as `v1a,<base64>`, verified with the endpoint's `public_key` (`whpk_` + "
+                        "base64 of the 32 raw bytes). Several space-separated during a rotation."
                     ),
                 }
             },

@@ -28,13 +28,14 @@ SIGNATURE_HEADERS: Mapping[str, Mapping[str, Any]] = {
     },
     "webhook-signature": {
         "description": (
-            'Space-separated `v1,<base64 HMAC-SHA256(secret, "{id}.{timestamp}.{body}")>`; '
-            "two during a secret rotation. Any one matching proves the sender."
+            'Space-separated `v1,<base64 HMAC-SHA256(secret, "{id}.{timestamp}.{body}")>`, or '
+            "`v1a,<base64 ed25519 signature>` for an `ed25519` endpoint (verify with its "
+            "`whpk_` public key); two during a rotation. Any one matching proves the sender."
         ),
         "schema": {
             "title": "WebhookSignature",
             "type": "string",
-            "pattern": "^v1,[A-Za-z0-9+/=]+( v1,[A-Za-z0-9+/=]+)*$",
+            "pattern": "^v1a?,[A-Za-z0-9+/=]+( v1a?,[A-Za-z0-9+/=]+)*$",
         },
     },
 }

@@ -426,7 +426,9 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
     ("POST", f"{ENDPOINT}/recover"): Notes(
         problems=("state-conflict",), replies={202: Reply(schemas.Recovery)}
     ),
-    ("GET", "/v1/events"): _listing(schemas.EventList),
+    ("GET", "/v1/events"): Notes(
+        problems=("event-cursor-invalid",), replies={200: Reply(schemas.EventList)}
+    ),
     ("GET", "/v1/events/{event_id}"): Notes(replies={200: Reply(schemas.Event)}),
     ("GET", "/v1/event-types"): _listing(schemas.EventTypeList),
     ("GET", "/v1/deliveries"): _listing(schemas.DeliveryList),

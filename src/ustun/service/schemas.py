@@ -135,16 +135,29 @@ class WebhookEndpoint(BaseModel):
     payload: Literal["full", "thin"]
     enabled: bool
     disabled_reason: str | None
-    rate_limit: float | None = Field(description="Sends per second, or none.")
-    max_in_flight: int
+    rate_limit: float | None = Field(description="Sends per second across all workers, or none.")
+    max_in_flight: int = Field(description="Deliveries in flight at once, across all workers.")
+    ordering: Literal["unordered", "fifo"] = Field(
+        description="`fifo`: one delivery at a time, in the commit order of the events."
+    )
+    signature: Literal["hmac-sha256", "ed25519"] = Field(
+        description="`hmac-sha256`: `v1` signatures under a `whsec_` secret; `ed25519`: `v1a` "
+        "signatures under a private key ustun keeps, verified with `public_key`."
+    )
+    public_key: str | None = Field(
+        description="`whpk_…` of an `ed25519` endpoint (verify with it); null for HMAC."
+    )
     created_at: Timestamp
     updated_at: Timestamp
 
 
 class WebhookEndpointWithSecret(WebhookEndpoint):
-    """An endpoint as created or rotated: the only answers that show its signing secret."""
+    """An endpoint as created or rotated: the only answers that show an HMAC signing secret."""
 
-    secret: str = Field(description="`whsec_…`: keep it; it is never shown again.")
+    secret: str | None = Field(
+        description="`whsec_…` of an `hmac-sha256` endpoint: keep it; it is never shown again. "
+        "Null for `ed25519` (its private key is never shown; verify with `public_key`).",
+    )
 
 
 class ApiKey(BaseModel):

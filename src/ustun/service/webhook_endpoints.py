@@ -20,8 +20,8 @@ from ustun.service.pagination import page
 from ustun.service.text import Text
 from ustun.service.webhook_events import render_event
 from ustun.service.webhook_runtime import AppSettings, Box
-from ustun.webhooks import operations
-from ustun.webhooks.endpoints import DEFAULT_MAX_IN_FLIGHT
+from ustun.webhooks import operations, signing
+from ustun.webhooks.endpoints import DEFAULT_MAX_IN_FLIGHT, UNORDERED, Ordering
 from ustun.webhooks.patterns import is_pattern
 from ustun.webhooks.tables import endpoints
 
@@ -30,6 +30,10 @@ PATH = "/v1/webhook-endpoints"
 # Answers that show a signing secret: no cache may keep them (RFC 9111 §5.2.2.5).
 NO_STORE = "no-store"
 
+ORDERING = (
+    "`unordered`: up to `max_in_flight` deliveries at once; `fifo`: one at a time, in the commit "
+    "order of the events (a dead delivery no longer holds the rest back)."
+)
 Events = Annotated[list[str], Field(min_length=1, max_length=100)]
 InFlight = Annotated[StrictInt, Field(ge=1, le=256), INTEGRAL_FLOAT]
 
@@ -52,6 +56,12 @@ class EndpointIn(BaseModel):
     payload: Literal["full", "thin"] = "full"
     rate_limit: float | None = Field(default=None, gt=0, le=10_000, description="Sends/s.")
     max_in_flight: InFlight = DEFAULT_MAX_IN_FLIGHT
+    signature: signing.Scheme = Field(
+        default=signing.HMAC_SHA256,
+        description="`hmac-sha256`: `v1` signatures under the `secret` in the answer; "
+        "`ed25519`: `v1a` signatures, verified with the `public_key` in the answer.",
+    )
+    ordering: Ordering = Field(default=UNORDERED, description=ORDERING)
 
     _patterns = field_validator("events")(_check_patterns)
 
@@ -67,6 +77,7 @@ class EndpointPatch(BaseModel):
     payload: Literal["full", "thin"] | None = None
     rate_limit: float | None = Field(default=None, gt=0, le=10_000)
     max_in_flight: InFlight | None = None
+    ordering: Ordering | None = Field(default=None, description=ORDERING)
     enabled: bool | None = None
 
     _patterns = field_validator("events")(_check_patterns)
@@ -93,6 +104,9 @@ def render(row: Row[Any]) -> dict[str, Any]:
         "disabled_reason": row.disabled_reason,
         "rate_limit": row.rate_limit,
         "max_in_flight": row.max_in_flight,
+        "ordering": row.ordering,
+        "signature": row.signature,
+        "public_key": row.public_key,
         "created_at": rfc3339(row.created_at),
         "updated_at": rfc3339(row.updated_at),
     }
@@ -112,7 +126,7 @@ async def create_endpoint(
     settings: AppSettings,
     response: Response,
 ) -> dict[str, Any]:
-    """Subscribe a URL; the signing `secret` is in this response and never again."""
+    """Subscribe a URL; an HMAC signing `secret` is in this response and never again."""
     row, secret = await operations.create_endpoint(
         db,
         box,
@@ -123,7 +137,7 @@ async def create_endpoint(
     )
     response.headers["location"] = f"{PATH}/{row.id}"
     response.headers["cache-control"] = NO_STORE
-    return _respond(response, row) | {"secret": str(secret)}
+    return _respond(response, row) | signing.shown(secret)
 
 
 @router.get("")
@@ -191,10 +205,10 @@ async def delete_endpoint(
 async def rotate_secret(
     endpoint_id: str, account: CurrentAccount, db: DB, box: Box, response: Response
 ) -> dict[str, Any]:
-    """A new secret (shown here once); the old one keeps signing for 24 hours."""
+    """A new secret (shown here once) or ed25519 key pair; the old one keeps signing for 24 h."""
     row, secret = await operations.rotate_secret(db, box, account.id, endpoint_id)
     response.headers["cache-control"] = NO_STORE
-    return _respond(response, row) | {"secret": str(secret)}
+    return _respond(response, row) | signing.shown(secret)
 
 
 @router.post("/{endpoint_id}/test", status_code=202)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from pydantic import BeforeValidator
 from sqlalchemy import Row, select
 
 from ustun.clock import rfc3339
@@ -13,10 +16,40 @@ from ustun.http.errors import ProblemError
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.event_types import CATALOGUE
 from ustun.service.pagination import page
+from ustun.webhooks.adapters import feed
 from ustun.webhooks.message import API_VERSION
 from ustun.webhooks.tables import events
 
 router = APIRouter(tags=["webhooks"])
+
+After = Annotated[
+    str | None,
+    Query(
+        max_length=64,
+        description="Read the feed (oldest first, commit-safe): a `next_cursor` of an earlier "
+        "feed page, or `0` for the beginning. Never skips an event that commits later.",
+        # Documented, checked by `_position` (a 400 `event-cursor-invalid`, not a 422).
+        json_schema_extra={"pattern": f"^0$|{feed.CURSOR_PATTERN}"},
+    ),
+]
+# An RFC 3339 date-time with its offset (§5.6): what the schema's `date-time` says, where
+# pydantic alone would also take a date, a naive time or Unix seconds.
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
+)
+
+
+def _rfc3339_text(value: object) -> object:
+    if isinstance(value, str) and not _RFC3339.fullmatch(value):
+        raise ValueError("expected an RFC 3339 date-time with an offset, e.g. 2026-12-01T00:00:00Z")
+    return value
+
+
+Since = Annotated[
+    datetime | None,
+    BeforeValidator(_rfc3339_text),
+    Query(description="Read the feed from the events created at or after this time (RFC 3339)."),
+]
 
 
 def render_event(row: Row[Any]) -> dict[str, Any]:
@@ -38,15 +71,37 @@ async def list_events(
     limit: Limit = DEFAULT_PAGE,
     cursor: Cursor = None,
     type: Annotated[str | None, Query(max_length=100, description="Only this type.")] = None,
+    after: After = None,
+    since: Since = None,
 ) -> dict[str, Any]:
-    """The account's events, newest first, optionally of one type."""
+    """The account's events, newest first, optionally of one type; with `after` or `since`,
+    the feed a receiver reconciles against: oldest first, and `next_cursor` always set."""
     where = [events.c.account_id == account.id]
     if type is not None:
         where.append(events.c.type == type)
+    if after is not None or since is not None:
+        if since is not None:
+            where.append(events.c.created_at >= since)
+        async with db.read() as conn:
+            found = await feed.read(conn, where, after=_position(after), limit=limit)
+        return {"data": [render_event(r) for r in found.rows], "next_cursor": found.next.cursor}
     async with db.read() as conn:
         return await page(
             conn, events, where=where, limit=limit, cursor=cursor, render=render_event
         )
+
+
+def _position(after: str | None) -> feed.Position:
+    """The feed position of an `after` cursor (`0` or absent: the beginning)."""
+    if after is None or after == "0":
+        return feed.START
+    try:
+        return feed.Position.parse(after)
+    except ValueError:
+        raise ProblemError(
+            "event-cursor-invalid",
+            "`after` must be a `next_cursor` of an earlier feed page of /v1/events, or `0`.",
+        ) from None
 
 
 @router.get("/v1/events/{event_id}")

@@ -6,18 +6,23 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Row
 
 from ustun import clock, ids
-from ustun.http.signature import Secret
+from ustun.http.signature import Signer, signer
 from ustun.store import UnitOfWork
+from ustun.webhooks import signing
 from ustun.webhooks.adapters import for_connection
 from ustun.webhooks.outbox import ENDPOINT_DISABLED, emit
 from ustun.webhooks.secretbox import SecretBox
 
 DEFAULT_MAX_IN_FLIGHT = 8
+# How an endpoint takes its deliveries: as many at once as `max_in_flight` allows, in any order,
+# or `fifo`: one at a time, in the commit order of their events.
+Ordering = Literal["unordered", "fifo"]
+UNORDERED: Ordering = "unordered"
 ROTATION_OVERLAP = timedelta(hours=24)
 
 
@@ -30,9 +35,7 @@ class Target:
     url: str
     payload: str
     enabled: bool
-    max_in_flight: int
-    rate_limit: float | None
-    signing: tuple[Secret, ...]
+    signing: tuple[Signer, ...]
     version: int
     # When the previous secret in `signing` stops signing; None if it is not there.
     signing_until: datetime | None
@@ -42,12 +45,12 @@ class Target:
         return version == self.version and (self.signing_until is None or now < self.signing_until)
 
 
-def signing_secrets(box: SecretBox, row: Row[Any], now: datetime) -> tuple[Secret, ...]:
-    """The current secret, plus the previous one while its 24 h overlap lasts."""
-    found = [Secret.parse(box.open(row.secret, context=row.id))]
+def signing_secrets(box: SecretBox, row: Row[Any], now: datetime) -> tuple[Signer, ...]:
+    """The current key (secret or ed25519), plus the previous one while its 24 h overlap lasts."""
+    found = [signer(box.open(row.secret, context=row.id))]
     expires = row.previous_secret_expires_at
     if row.previous_secret is not None and expires is not None and expires > now:
-        found.append(Secret.parse(box.open(row.previous_secret, context=row.id)))
+        found.append(signer(box.open(row.previous_secret, context=row.id)))
     return tuple(found)
 
 
@@ -60,8 +63,6 @@ def target(box: SecretBox, row: Row[Any], now: datetime) -> Target:
         row.url,
         row.payload,
         row.enabled,
-        row.max_in_flight,
-        row.rate_limit,
         signing,
         row.version,
         row.previous_secret_expires_at if len(signing) > 1 else None,
@@ -79,10 +80,12 @@ async def create(
     payload: str = "full",
     rate_limit: float | None = None,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-) -> tuple[str, Secret]:
-    """Insert an endpoint with a fresh secret; return its id and the secret (shown once)."""
+    signature: signing.Scheme = signing.HMAC_SHA256,
+    ordering: Ordering = UNORDERED,
+) -> tuple[str, Signer]:
+    """Insert an endpoint with a fresh signing key; return its id and the key (shown once)."""
     endpoint_id = ids.new_id("we")
-    secret = Secret.generate()
+    secret = signing.new_key(signature)
     now = clock.now()
     await for_connection(uow.conn).insert_endpoint(
         uow,
@@ -96,7 +99,10 @@ async def create(
             enabled=True,
             rate_limit=rate_limit,
             max_in_flight=max_in_flight,
+            ordering=ordering,
             version=1,
+            signature=signature,
+            public_key=signing.public_key(secret),
             secret=box.seal(str(secret), context=endpoint_id),
             created_at=now,
             updated_at=now,
@@ -105,14 +111,16 @@ async def create(
     return endpoint_id, secret
 
 
-async def rotate(uow: UnitOfWork, box: SecretBox, row: Row[Any]) -> Secret:
-    """Give the endpoint a new secret; the old one keeps signing for `ROTATION_OVERLAP`."""
-    secret = Secret.generate()
+async def rotate(uow: UnitOfWork, box: SecretBox, row: Row[Any]) -> Signer:
+    """Give the endpoint a new key of its scheme; the old one keeps signing for
+    `ROTATION_OVERLAP`."""
+    secret = signing.new_key(row.signature)
     now = clock.now()
     await for_connection(uow.conn).rotate_secret(
         uow,
         row.id,
         secret=box.seal(str(secret), context=row.id),
+        public_key=signing.public_key(secret),
         previous=row.secret,
         previous_expires_at=now + ROTATION_OVERLAP,
         now=now,

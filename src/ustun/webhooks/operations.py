@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ustun import clock
 from ustun.http.errors import ProblemError
 from ustun.http.preconditions import Preconditions
-from ustun.http.signature import Secret
+from ustun.http.signature import Signer
 from ustun.store import Database
 from ustun.webhooks import endpoints, quotas
 from ustun.webhooks.adapters import for_connection, for_database
@@ -72,8 +72,8 @@ async def create_endpoint(
     *,
     max_endpoints: int,
     allow_private: bool,
-) -> tuple[Row[Any], Secret]:
-    """Subscribe a URL (`fields` as `endpoints.create` takes them); the row and its secret."""
+) -> tuple[Row[Any], Signer]:
+    """Subscribe a URL (`fields` as `endpoints.create` takes them); the row and its key."""
     check_url(fields["url"], allow_private=allow_private)
     async with db.unit_of_work() as uow:
         await quotas.reserve_endpoint(uow, account_id, max_endpoints)
@@ -118,8 +118,9 @@ async def delete_endpoint(
 
 async def rotate_secret(
     db: Database, box: SecretBox, account_id: str, endpoint_id: str
-) -> tuple[Row[Any], Secret]:
-    """A new secret; the old one keeps signing for 24 hours. The row and the new secret."""
+) -> tuple[Row[Any], Signer]:
+    """A new key of the endpoint's scheme; the old one keeps signing for 24 hours. The row and
+    the new key."""
     async with db.unit_of_work() as uow:
         secret = await endpoints.rotate(
             uow, box, await _endpoint(uow.conn, account_id, endpoint_id)

@@ -12,34 +12,30 @@ the background, retried with backoff on failure (never pushed back on the sender
 `webhook-id` is answered `200` without running anything. A repeated `webhook-*` header is
 refused (`400`), and a body over `MAX_BODY` is refused (`413`) without reading past the limit.
 The inbox is prepared (its table checked or created) once, before the first delivery is claimed.
+Pass `handlers=` to share one `Handlers` registry with the broker consumers (`consumers`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
-from ustun.http.backoff import NO_JITTER, backoff
 from ustun.http.errors import RepeatedHeaders, SignatureError
 from ustun.http.problem import MEDIA_TYPE, encode, problem
-from ustun.http.signature import Secret
+from ustun.http.signature import PublicKey, Secret, Verifier
+from ustun.webhooks.handlers import DEFAULT_ATTEMPTS, DEFAULT_BACKOFF, Handler, Handlers
 from ustun.webhooks.inbox import Inbox
-from ustun.webhooks.patterns import matches
 from ustun.webhooks.verify import verify_delivery
 
 log = logging.getLogger("ustun.webhooks.receiver")
 
-Handler = Callable[[dict[str, Any]], Awaitable[None]]
 MAX_BODY = 1024 * 1024
-DEFAULT_ATTEMPTS = 5
-DEFAULT_BACKOFF = 0.5
 
 
 class WebhookReceiver:
@@ -47,36 +43,24 @@ class WebhookReceiver:
 
     def __init__(
         self,
-        secret: Secret | str | Iterable[Secret | str],
+        secret: Verifier | str | Iterable[Verifier | str],
         *,
         inbox: Inbox,
         tolerance: float = DEFAULT_SIGNATURE_TOLERANCE,
         attempts: int = DEFAULT_ATTEMPTS,
         backoff: float = DEFAULT_BACKOFF,
+        handlers: Handlers | None = None,
     ) -> None:
-        self.secrets = [secret] if isinstance(secret, Secret | str) else list(secret)
+        self.secrets = [secret] if isinstance(secret, Secret | PublicKey | str) else list(secret)
         self.inbox = inbox
         self.tolerance = tolerance
-        self.attempts = attempts
-        self.backoff = backoff
-        self._handlers: list[tuple[tuple[str, ...], Handler]] = []
-        self._running: set[asyncio.Task[None]] = set()
+        self.handlers = handlers or Handlers(attempts=attempts, backoff=backoff)
+        self._running: set[asyncio.Task[bool]] = set()
         self._prepared = False
 
     def on(self, *event_types: str) -> Callable[[Handler], Handler]:
         """Register a handler for these types (`payment.*` and `*` allowed)."""
-
-        def register(handler: Handler) -> Handler:
-            self._handlers.append((event_types or ("*",), handler))
-            return handler
-
-        return register
-
-    def _handler_for(self, event_type: str) -> Handler | None:
-        for patterns, handler in self._handlers:
-            if matches(patterns, event_type):
-                return handler
-        return None
+        return self.handlers.on(*event_types)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -110,31 +94,10 @@ class WebhookReceiver:
             self._prepared = True
         if not await self.inbox.claim(webhook_id, event_type):
             return JSONResponse({"duplicate": True}, status_code=200)
-        task = asyncio.create_task(self._handle(webhook_id, event_type, event))
+        task = asyncio.create_task(self.handlers.handle(self.inbox, webhook_id, event_type, event))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
         return Response(status_code=204)
-
-    async def _handle(self, webhook_id: str, event_type: str, event: dict[str, Any]) -> None:
-        handler = self._handler_for(event_type)
-        error = ""
-        for attempt in range(self.attempts):
-            try:
-                if handler is not None:
-                    await handler(event)
-                await self.inbox.done(webhook_id)
-                return
-            except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"
-                log.warning(
-                    "handler for %s %s failed (attempt %d): %s",
-                    event_type,
-                    webhook_id,
-                    attempt + 1,
-                    error,
-                )
-                await asyncio.sleep(backoff(attempt + 1, base=self.backoff, jitter=NO_JITTER))
-        await self.inbox.failed(webhook_id, error)
 
     async def drain(self) -> None:
         """Wait for every handler in progress (call on shutdown)."""

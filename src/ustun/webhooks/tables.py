@@ -1,8 +1,10 @@
-"""Webhook tables: endpoints, the event log (the outbox), deliveries, attempts, receiver inbox."""
+"""Webhook tables: endpoints, the event log (the outbox), deliveries, attempts, receiver inbox
+and reconcile cursors."""
 
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     Float,
@@ -22,6 +24,8 @@ from ustun.store.types import UTCDateTime
 # predicate. A delivery has a next attempt exactly while its status is one of `states.DUE`: it
 # is set when a delivery is queued, retried or resent, and cleared when it succeeds or dies.
 DUE_PREDICATE = "next_attempt_at IS NOT NULL"
+# The deliveries a worker holds: claimed (`next_attempt_at` is the lease's end) and not settled.
+LEASED_PREDICATE = "lease_token IS NOT NULL"
 
 endpoints = Table(
     "webhook_endpoints",
@@ -37,7 +41,14 @@ endpoints = Table(
     Column("disabled_reason", Text(), nullable=True),
     Column("rate_limit", Float(), nullable=True),
     Column("max_in_flight", Integer(), nullable=False),
-    # AES-GCM ciphertexts (base64) of the signing secrets; the previous one signs until it expires.
+    # `unordered` or `fifo` (one delivery at a time, in the commit order of the events).
+    Column("ordering", String(16), nullable=False, server_default="unordered"),
+    # A rate-limited endpoint's next free send slot, advanced by each claim (migration 0011).
+    Column("next_send_at", UTCDateTime(), nullable=True),
+    # `hmac-sha256` (`whsec_` secrets) or `ed25519` (`whsk_` keys; `public_key` is the `whpk_`).
+    Column("signature", String(16), nullable=False, server_default="hmac-sha256"),
+    Column("public_key", Text(), nullable=True),
+    # AES-GCM ciphertexts (base64) of the signing keys; the previous one signs until it expires.
     Column("secret", Text(), nullable=False),
     Column("previous_secret", Text(), nullable=True),
     Column("previous_secret_expires_at", UTCDateTime(), nullable=True),
@@ -57,8 +68,15 @@ events = Table(
     Column("data", Text(), nullable=False),
     Column("object_url", Text(), nullable=True),
     Column("created_at", UTCDateTime(), nullable=False),
+    # The feed's commit-safe order `(txid, seq)`, both set by the database on insert (migration
+    # 0010): on PostgreSQL the inserting transaction's id and a sequence, on SQLite 0 and a
+    # trigger's max + 1 (writes are serialised there). See `webhooks.adapters.feed`.
+    Column("txid", BigInteger(), nullable=False, server_default=text("0")),
+    Column("seq", BigInteger(), nullable=True),
     Index("ix_webhook_events_account_id_id", "account_id", "id"),
     Index("ix_webhook_events_account_id_type_id", "account_id", "type", "id"),
+    Index("ix_webhook_events_seq", "seq", unique=True),
+    Index("ix_webhook_events_account_id_txid_seq", "account_id", "txid", "seq"),
 )
 
 deliveries = Table(
@@ -86,6 +104,21 @@ deliveries = Table(
         "next_attempt_at",
         postgresql_where=text(DUE_PREDICATE),
         sqlite_where=text(DUE_PREDICATE),
+    ),
+    # Each endpoint's due rows in due order, and its leased rows: a claim reads only these.
+    Index(
+        "ix_webhook_deliveries_endpoint_due",
+        "endpoint_id",
+        "next_attempt_at",
+        postgresql_where=text(DUE_PREDICATE),
+        sqlite_where=text(DUE_PREDICATE),
+    ),
+    Index(
+        "ix_webhook_deliveries_leased",
+        "endpoint_id",
+        "next_attempt_at",
+        postgresql_where=text(LEASED_PREDICATE),
+        sqlite_where=text(LEASED_PREDICATE),
     ),
     Index("ix_webhook_deliveries_account_id_id", "account_id", "id"),
     Index("ix_webhook_deliveries_endpoint_id", "endpoint_id"),
@@ -120,4 +153,14 @@ inbox = Table(
     Column("handled_at", UTCDateTime(), nullable=True),
     Column("handler_attempts", Integer(), nullable=False),
     Column("last_error", Text(), nullable=True),
+)
+
+reconcile_cursors = Table(
+    "webhook_reconcile_cursors",
+    metadata,
+    # Which provider's feed (its API base URL, or a name the receiver chose).
+    Column("source", String(255), primary_key=True),
+    # The feed's opaque `next_cursor`: every event before it has been handled.
+    Column("cursor", String(255), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
 )

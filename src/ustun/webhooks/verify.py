@@ -13,7 +13,7 @@ from ustun.http.signature import (
     ID_HEADER,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
-    Secret,
+    Verifier,
 )
 from ustun.http.signature import verify as verify_signature
 
@@ -49,7 +49,7 @@ def webhook_headers(headers: Mapping[str, str]) -> dict[str, str]:
 
 
 def verify_delivery(
-    secret: Secret | str | Iterable[Secret | str],
+    secret: Verifier | str | Iterable[Verifier | str],
     headers: Mapping[str, str],
     raw_body: bytes,
     tolerance: float = DEFAULT_SIGNATURE_TOLERANCE,
@@ -66,15 +66,17 @@ def verify_delivery(
 
 
 def verify(
-    secret: Secret | str | Iterable[Secret | str],
+    secret: Verifier | str | Iterable[Verifier | str],
     headers: Mapping[str, str],
     raw_body: bytes,
     tolerance: float = DEFAULT_SIGNATURE_TOLERANCE,
 ) -> dict[str, Any]:
     """The event in `raw_body` once its Standard Webhooks signature checks out.
 
-    Pass the body exactly as received (bytes, before any JSON parsing), and the headers as the
-    framework gives them (multi-valued if it can). Raises `MissingHeaders`, `RepeatedHeaders`,
-    `TimestampOutOfRange` or `InvalidSignature` (all `SignatureError`).
+    `secret` is the endpoint's `whsec_…` secret or, for an ed25519 endpoint, its `whpk_…` public
+    key (or several, while rotating). Pass the body exactly as received (bytes, before any JSON
+    parsing), and the headers as the framework gives them (multi-valued if it can). Raises
+    `MissingHeaders`, `RepeatedHeaders`, `TimestampOutOfRange` or `InvalidSignature` (all
+    `SignatureError`).
     """
     return verify_delivery(secret, headers, raw_body, tolerance).event

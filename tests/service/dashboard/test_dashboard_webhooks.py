@@ -185,3 +185,34 @@ async def test_another_account_sees_nothing_of_the_first(app: FastAPI, api_key: 
             f"/dashboard/endpoints/{endpoint_id}/rotate", data={"csrf_token": other_csrf}
         )
         assert stolen.status_code == 404
+
+
+async def test_the_endpoint_page_shows_the_signature_scheme(
+    app: FastAPI, browser: httpx.AsyncClient, api_key: str
+) -> None:
+    auth = {"authorization": f"Bearer {api_key}"}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://testserver", headers=auth
+    ) as api:
+        made = (
+            await api.post(
+                "/v1/webhook-endpoints",
+                json={"url": "https://example.com/ed", "signature": "ed25519"},
+            )
+        ).json()
+    csrf = await log_in(browser, api_key)
+    hmac_id, _ = await create_endpoint(browser, csrf, "https://example.com/hmac")
+    hmac_page = (await browser.get(f"/dashboard/endpoints/{hmac_id}")).text
+    assert "hmac-sha256" in hmac_page
+    assert ">Rotate secret<" in hmac_page
+    page = (await browser.get(f"/dashboard/endpoints/{made['id']}")).text
+    assert "ed25519" in page
+    assert made["public_key"] in html.unescape(page)
+    rotated = await browser.post(
+        f"/dashboard/endpoints/{made['id']}/rotate", data={"csrf_token": csrf}
+    )
+    assert rotated.status_code == 200
+    assert "whsec_" not in rotated.text
+    assert "whsk_" not in rotated.text
+    assert made["public_key"] not in html.unescape(rotated.text)
+    assert "whpk_" in rotated.text

@@ -24,7 +24,7 @@ from ustun.service import webhook_endpoints as endpoints_api
 from ustun.service import webhook_events as events_api
 from ustun.service.dashboard.web import LoggedIn, Posting, Viewer, page, see_other
 from ustun.service.deps import DEFAULT_PAGE, MAX_PAGE
-from ustun.webhooks import operations
+from ustun.webhooks import operations, signing
 from ustun.webhooks.states import Status
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -194,11 +194,12 @@ async def set_enabled(
 
 @router.post("/endpoints/{endpoint_id}/rotate")
 async def rotate(request: Request, who: Posting, endpoint_id: str) -> Response:
-    """Rotate the signing secret and show the new one, this once."""
-    _, secret = await operations.rotate_secret(
+    """Rotate the signing key and show a new HMAC secret, this once (an ed25519 endpoint's new
+    public key is on the page)."""
+    _, key = await operations.rotate_secret(
         _db(request), request.app.state.secret_box, who.account.id, endpoint_id
     )
-    shown = await _endpoint_page(request, who, endpoint_id, secret=str(secret))
+    shown = await _endpoint_page(request, who, endpoint_id, secret=signing.shown(key)["secret"])
     shown.headers["cache-control"] = endpoints_api.NO_STORE
     return shown
 
