@@ -3,8 +3,7 @@ fresh PostgreSQL database, 20 endpoints at real local receivers, payments create
 servers at once, one worker killed with SIGKILL mid-run. Everything is judged from what the
 receivers saw.
 
-The scenario runs once per module (`run`); each test reads one property off its record. The
-FIFO test is a strict xfail until FIFO endpoints exist.
+The scenario runs once per module (`run`); each test reads one property off its record.
 
 Commit order (for the FIFO endpoint): payment A's event committed before payment B's when the
 201 for A reached the client before B's POST was sent. Concurrent POSTs have no order, so only
@@ -63,9 +62,6 @@ ENV = {
     "USTUN_WEBHOOK_RETRY_SCHEDULE": "0.2,0.4,0.8",
     "USTUN_LOG_LEVEL": "warning",
 }
-FIFO_XFAIL = pytest.mark.xfail(
-    strict=True, reason="issue 19: FIFO endpoints are not implemented yet"
-)
 
 
 @dataclass(frozen=True)
@@ -316,7 +312,6 @@ def test_rate_limit_holds_across_workers(run: Run) -> None:
     assert seen <= RATE_LIMIT + RATE_TOLERANCE, f"rate-limited endpoint got {seen} in 1 s"
 
 
-@FIFO_XFAIL
 def test_fifo_endpoint_receives_in_commit_order(run: Run) -> None:
     status, body = run.fifo_answer
     assert (status, body.get("ordering")) == (201, "fifo"), body
