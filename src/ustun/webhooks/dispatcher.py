@@ -43,7 +43,11 @@ DEFAULT_BATCH = 256
 DEFAULT_MAX_IN_FLIGHT = 512
 DISABLE_AFTER = timedelta(days=5)
 WRITE_BATCH = 512
+# A flush waits up to WRITE_DELAY for more outcomes, but no longer than WRITE_QUIET after the
+# last one: a claimed batch's answers arrive together, and its endpoints' room comes back only
+# once they are recorded.
 WRITE_DELAY = 0.02
+WRITE_QUIET = 0.002
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,11 +237,7 @@ class Dispatcher:
     async def _write(self) -> None:
         """Record outcomes in batches: one transaction for whatever has queued up."""
         while True:
-            results = [await self._results.get()]
-            # Let a few more outcomes arrive: fewer, larger transactions (and fsyncs).
-            await asyncio.sleep(WRITE_DELAY)
-            while len(results) < WRITE_BATCH and not self._results.empty():
-                results.append(self._results.get_nowait())
+            results = await self._gather()
             try:
                 await self._record(results)
             except Exception:
@@ -247,6 +247,23 @@ class Dispatcher:
             finally:
                 for _ in results:
                     self._results.task_done()
+
+    async def _gather(self) -> list[_Result]:
+        """The next outcome and those that follow it closely: fewer, larger transactions."""
+        results = [await self._results.get()]
+        deadline = time.monotonic() + WRITE_DELAY
+        while len(results) < WRITE_BATCH:
+            if not self._results.empty():
+                results.append(self._results.get_nowait())
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                results.append(await asyncio.wait_for(self._results.get(), min(left, WRITE_QUIET)))
+            except TimeoutError:
+                break
+        return results
 
     def _plan(self, result: _Result, now: datetime, batch: _Batch) -> None:
         """Turn one outcome into the delivery update, attempt row and endpoint health marks."""

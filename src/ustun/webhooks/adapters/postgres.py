@@ -28,9 +28,20 @@ from ustun.webhooks.wakeup import CHANNEL
 # - a plan made for this execution: a cached generic plan is costed with the table's size when it
 #   was made, so a dispatcher that started on an empty table went on scanning the whole table
 #   for every claim once a burst arrived (70 ms per claim of 128 out of 10,000 due rows);
-# - an asynchronous commit: a claim lost in a crash only leaves its rows due again.
+# - an asynchronous commit: a claim lost in a crash only leaves its rows due again;
+# - no JIT: the FIFO branch's cost estimate (a whole endpoint's rows) crossed the JIT threshold,
+#   and compiling took 30 ms of a claim that runs in one.
 CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
-PLAN_AND_COMMIT = f"{CUSTOM_PLANS}; SET LOCAL synchronous_commit = off"
+PLAN_AND_COMMIT = f"{CUSTOM_PLANS}; SET LOCAL synchronous_commit = off; SET LOCAL jit = off"
+
+# An endpoint's due rows, as a range of `ix_webhook_deliveries_endpoint_due`: as row comparisons,
+# which only that index serves in order. With `endpoint_id = ...` the planner, which guesses an
+# endpoint's share of the table from the average, walked the global due index instead, reading
+# every endpoint's due rows to find one's.
+_OWN_DUE = (
+    "({q}.endpoint_id, {q}.next_attempt_at) > ({w}.id, '-infinity'::timestamptz)"
+    " AND ({q}.endpoint_id, {q}.next_attempt_at) <= ({w}.id, $1)"
+)
 
 # The claim, in two statements of one short transaction. The first locks the endpoints that
 # have a due delivery (`FOR NO KEY UPDATE ... SKIP LOCKED`: claims of one endpoint take turns
@@ -38,13 +49,13 @@ PLAN_AND_COMMIT = f"{CUSTOM_PLANS}; SET LOCAL synchronous_commit = off"
 # not wait): one probe of `ix_webhook_deliveries_endpoint_due` per endpoint, whatever its
 # backlog. A rate-limited endpoint whose next slot is beyond the horizon is left alone.
 # $1 now, $2 endpoints to skip, $3 the horizon's end.
-_READY = """
+_READY = f"""
 SELECT w.id FROM webhook_endpoints w
 WHERE w.id <> ALL($2::text[]) AND (w.next_send_at IS NULL OR w.next_send_at <= $3)
-    AND EXISTS (SELECT FROM webhook_deliveries d WHERE d.endpoint_id = w.id
-        AND d.next_attempt_at IS NOT NULL AND d.next_attempt_at <= $1)
+    AND EXISTS (SELECT FROM webhook_deliveries d
+        WHERE d.{DUE_PREDICATE} AND {_OWN_DUE.format(q="d", w="w")})
 FOR NO KEY UPDATE OF w SKIP LOCKED
-"""
+"""  # noqa: S608 - constants only; every value is a bound parameter
 # The second, planned after the locks are held (so its snapshot sees every lease committed by
 # the claim that held them before): each locked endpoint's room (its cap, 1 if FIFO, less its
 # leased rows, from `ix_webhook_deliveries_leased`; with a rate limit, no more slots than fit
@@ -52,7 +63,11 @@ FOR NO KEY UPDATE OF w SKIP LOCKED
 # endpoint: its head, the oldest undelivered event in `(txid, seq)` order below the xmin
 # horizon, if due), the batch's soonest of those leased, each with its send time, and the rate
 # limited endpoints' next slot moved past the last one taken. Joined to the event and endpoint
-# in the same statement. Rows are updated through `= ANY(ARRAY(...))`, by primary key (with
+# in the same statement. Each endpoint's rows are read in its index's order (`_OWN_DUE`); a FIFO
+# head is found through
+# the endpoint's index and each undelivered row's event by primary key (`OFFSET 0` keeps the
+# planner from hash-joining the whole event table), so it costs the FIFO endpoint's own
+# backlog, nobody else's. Rows are updated through `= ANY(ARRAY(...))`, by primary key (with
 # `IN (...)` the planner hash-joined them against a sequential scan of the whole table), and
 # only while still due (a late settle may have finished one since it was picked).
 # $1 now, $2 locked endpoints, $3 limit, $4 lease end, $5 lease token, $6 the horizon's end.
@@ -78,14 +93,16 @@ WITH room AS (
         END AS send_at
     FROM room r CROSS JOIN LATERAL (
         SELECT q.id, q.next_attempt_at FROM webhook_deliveries q
-        WHERE NOT r.fifo AND q.endpoint_id = r.id AND q.{DUE_PREDICATE} AND q.next_attempt_at <= $1
-        ORDER BY q.next_attempt_at, q.id LIMIT greatest(r.free, 0)
+        WHERE NOT r.fifo AND q.{DUE_PREDICATE} AND {_OWN_DUE.format(q="q", w="r")}
+        ORDER BY q.endpoint_id, q.next_attempt_at LIMIT greatest(r.free, 0)
     ) d
     UNION ALL
     SELECT h.id, r.id, h.next_attempt_at, r.start
     FROM room r CROSS JOIN LATERAL (
-        SELECT q.id, q.next_attempt_at FROM webhook_deliveries q
-        JOIN webhook_events e ON e.id = q.event_id
+        SELECT q.id, q.next_attempt_at
+        FROM webhook_deliveries q, LATERAL (
+            SELECT txid, seq FROM webhook_events e WHERE e.id = q.event_id OFFSET 0
+        ) e
         WHERE r.fifo AND r.free > 0 AND q.endpoint_id = r.id AND q.{DUE_PREDICATE}
             AND e.txid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
         ORDER BY e.txid, e.seq LIMIT 1

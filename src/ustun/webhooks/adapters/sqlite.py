@@ -115,7 +115,7 @@ def _candidates(endpoint: Row[Any], now: datetime, free: int) -> Select[Any]:
         return (
             select(d.c.id, d.c.next_attempt_at)
             .where(d.c.endpoint_id == endpoint.id, _DUE, d.c.next_attempt_at <= now)
-            .order_by(d.c.next_attempt_at, d.c.id)
+            .order_by(d.c.next_attempt_at)
             .limit(free)
         )
     head = (
