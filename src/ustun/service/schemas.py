@@ -236,6 +236,20 @@ class EventType(BaseModel):
     data_schema: dict[str, Any] = Field(alias="schema")
 
 
+class EndpointHead(BaseModel):
+    """What a FIFO endpoint sends next, or waits on while that delivery waits for its retry."""
+
+    model_config = _OPEN
+
+    object: Literal["endpoint_head"]
+    endpoint_id: str = _id("we")
+    ordering: Literal["unordered", "fifo"]
+    delivery: Delivery | None = Field(
+        description="The endpoint's oldest undelivered delivery in the commit order of the "
+        "events; null when nothing waits."
+    )
+
+
 class Recovery(BaseModel):
     """How many failed or dead deliveries `recover` queued again."""
 

@@ -18,6 +18,7 @@ from ustun.service.conditional import Conditions, conditional_get
 from ustun.service.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.pagination import page
 from ustun.service.text import Text
+from ustun.service.webhook_deliveries import render as render_delivery
 from ustun.service.webhook_events import render_event
 from ustun.service.webhook_runtime import AppSettings, Box
 from ustun.webhooks import operations, signing
@@ -209,6 +210,23 @@ async def rotate_secret(
     row, secret = await operations.rotate_secret(db, box, account.id, endpoint_id)
     response.headers["cache-control"] = NO_STORE
     return _respond(response, row) | signing.shown(secret)
+
+
+@router.get("/{endpoint_id}/head")
+async def endpoint_head(endpoint_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
+    """What a FIFO endpoint sends next or waits on: its oldest undelivered delivery, or null."""
+    row, head = await operations.endpoint_head(db, account.id, endpoint_id)
+    return render_head(row, head)
+
+
+def render_head(row: Row[Any], head: Row[Any] | None) -> dict[str, Any]:
+    """The answer of `GET …/head`, also shown on the dashboard's endpoint page."""
+    return {
+        "object": "endpoint_head",
+        "endpoint_id": row.id,
+        "ordering": row.ordering,
+        "delivery": None if head is None else render_delivery(head),
+    }
 
 
 @router.post("/{endpoint_id}/test", status_code=202)

@@ -64,6 +64,16 @@ async def read_endpoint(db: Database, account_id: str, endpoint_id: str) -> Row[
         return await _endpoint(conn, account_id, endpoint_id)
 
 
+async def endpoint_head(
+    db: Database, account_id: str, endpoint_id: str
+) -> tuple[Row[Any], Row[Any] | None]:
+    """The endpoint and its oldest undelivered delivery in commit order (what a FIFO endpoint
+    sends next, or waits on), as of one moment; 404 when the account has no such endpoint."""
+    async with db.read(snapshot=True) as conn:
+        row = await _endpoint(conn, account_id, endpoint_id)
+        return row, await for_connection(conn).fifo_head(conn, endpoint_id)
+
+
 async def create_endpoint(
     db: Database,
     box: SecretBox,

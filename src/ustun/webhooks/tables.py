@@ -105,14 +105,9 @@ deliveries = Table(
         postgresql_where=text(DUE_PREDICATE),
         sqlite_where=text(DUE_PREDICATE),
     ),
-    # Each endpoint's due rows in due order, and its leased rows: a claim reads only these.
-    Index(
-        "ix_webhook_deliveries_endpoint_due",
-        "endpoint_id",
-        "next_attempt_at",
-        postgresql_where=text(DUE_PREDICATE),
-        sqlite_where=text(DUE_PREDICATE),
-    ),
+    # Each endpoint's deliveries in due order (settled ones, with none, last), and its leased
+    # ones: a claim reads only these.
+    Index("ix_webhook_deliveries_endpoint_id_next_attempt_at", "endpoint_id", "next_attempt_at"),
     Index(
         "ix_webhook_deliveries_leased",
         "endpoint_id",
@@ -121,7 +116,6 @@ deliveries = Table(
         sqlite_where=text(LEASED_PREDICATE),
     ),
     Index("ix_webhook_deliveries_account_id_id", "account_id", "id"),
-    Index("ix_webhook_deliveries_endpoint_id", "endpoint_id"),
     Index("ix_webhook_deliveries_event_id", "event_id"),
 )
 

@@ -137,7 +137,7 @@ async def _endpoint_page(
     recovered: int | None = None,
 ) -> Response:
     db = _db(request)
-    row = await operations.read_endpoint(db, who.account.id, endpoint_id)
+    row, head = await operations.endpoint_head(db, who.account.id, endpoint_id)
     recent = await deliveries_api.list_deliveries(
         who.account, db, DEFAULT_PAGE, None, endpoint_id=endpoint_id
     )
@@ -150,6 +150,7 @@ async def _endpoint_page(
         who,
         nav="endpoints",
         endpoint=endpoints_api.render(row),
+        head=endpoints_api.render_head(row, head)["delivery"],
         etag=str(validators(row).etag),
         deliveries=recent,
         secret=secret,

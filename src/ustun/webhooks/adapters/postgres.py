@@ -34,10 +34,10 @@ from ustun.webhooks.wakeup import CHANNEL
 CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
 PLAN_AND_COMMIT = f"{CUSTOM_PLANS}; SET LOCAL synchronous_commit = off; SET LOCAL jit = off"
 
-# An endpoint's due rows, as a range of `ix_webhook_deliveries_endpoint_due`: as row comparisons,
-# which only that index serves in order. With `endpoint_id = ...` the planner, which guesses an
-# endpoint's share of the table from the average, walked the global due index instead, reading
-# every endpoint's due rows to find one's.
+# An endpoint's due rows, as a range of `ix_webhook_deliveries_endpoint_id_next_attempt_at` in
+# row comparisons, read in the order only that index serves. With `endpoint_id = ...` the
+# planner, which guesses an endpoint's share of the table from the average, walked the global
+# due index instead, reading every endpoint's due rows to find one's.
 _OWN_DUE = (
     "({q}.endpoint_id, {q}.next_attempt_at) > ({w}.id, '-infinity'::timestamptz)"
     " AND ({q}.endpoint_id, {q}.next_attempt_at) <= ({w}.id, $1)"
@@ -46,14 +46,17 @@ _OWN_DUE = (
 # The claim, in two statements of one short transaction. The first locks the endpoints that
 # have a due delivery (`FOR NO KEY UPDATE ... SKIP LOCKED`: claims of one endpoint take turns
 # across workers, while inserting its deliveries, whose foreign key takes `FOR KEY SHARE`, does
-# not wait): one probe of `ix_webhook_deliveries_endpoint_due` per endpoint, whatever its
-# backlog. A rate-limited endpoint whose next slot is beyond the horizon is left alone.
+# not wait): one probe of its index range per endpoint (a LATERAL with LIMIT 1: an EXISTS may be
+# turned into a join that reads every due row), whatever its backlog. A rate-limited endpoint
+# whose next slot is beyond the horizon is left alone.
 # $1 now, $2 endpoints to skip, $3 the horizon's end.
 _READY = f"""
 SELECT w.id FROM webhook_endpoints w
+CROSS JOIN LATERAL (
+    SELECT FROM webhook_deliveries d WHERE d.{DUE_PREDICATE} AND {_OWN_DUE.format(q="d", w="w")}
+    ORDER BY d.endpoint_id, d.next_attempt_at LIMIT 1
+) due
 WHERE w.id <> ALL($2::text[]) AND (w.next_send_at IS NULL OR w.next_send_at <= $3)
-    AND EXISTS (SELECT FROM webhook_deliveries d
-        WHERE d.{DUE_PREDICATE} AND {_OWN_DUE.format(q="d", w="w")})
 FOR NO KEY UPDATE OF w SKIP LOCKED
 """  # noqa: S608 - constants only; every value is a bound parameter
 # The second, planned after the locks are held (so its snapshot sees every lease committed by

@@ -2,9 +2,11 @@
 
 - `webhook_endpoints.ordering` (`unordered` | `fifo`) and `next_send_at` (the earliest time the
   next send of a rate-limited endpoint may go; advanced by each claim under the endpoint's lock).
-- `ix_webhook_deliveries_endpoint_due` (`endpoint_id, next_attempt_at` over the rows with a next
-  attempt): a claim takes each ready endpoint's soonest due rows from it, so it never walks
-  another endpoint's backlog.
+- `ix_webhook_deliveries_endpoint_id_next_attempt_at` replaces `ix_webhook_deliveries_endpoint_id`:
+  a claim takes each ready endpoint's soonest due rows from its range, so it never walks another
+  endpoint's backlog. Not partial, so it still serves the cascade from `webhook_endpoints`, and
+  it is the only index led by `endpoint_id` (next to a single-column one, the planner read a
+  backlogged endpoint's every entry through that instead).
 - `ix_webhook_deliveries_leased` (`endpoint_id, next_attempt_at` over the rows holding a lease):
   how many deliveries an endpoint has in flight, counted without reading its backlog.
 
@@ -22,10 +24,8 @@ down_revision = "0010"
 branch_labels = None
 depends_on = None
 
-_INDEXES = {
-    "ix_webhook_deliveries_endpoint_due": "next_attempt_at IS NOT NULL",
-    "ix_webhook_deliveries_leased": "lease_token IS NOT NULL",
-}
+_BY_ENDPOINT = "ix_webhook_deliveries_endpoint_id_next_attempt_at"
+_LEASED = "ix_webhook_deliveries_leased"
 
 
 def upgrade() -> None:
@@ -34,19 +34,21 @@ def upgrade() -> None:
             sa.Column("ordering", sa.String(16), nullable=False, server_default="unordered")
         )
         batch.add_column(sa.Column("next_send_at", UTCDateTime(), nullable=True))
-    for name, rows in _INDEXES.items():
-        op.create_index(
-            name,
-            "webhook_deliveries",
-            ["endpoint_id", "next_attempt_at"],
-            postgresql_where=sa.text(rows),
-            sqlite_where=sa.text(rows),
-        )
+    op.create_index(_BY_ENDPOINT, "webhook_deliveries", ["endpoint_id", "next_attempt_at"])
+    op.drop_index("ix_webhook_deliveries_endpoint_id", table_name="webhook_deliveries")
+    op.create_index(
+        _LEASED,
+        "webhook_deliveries",
+        ["endpoint_id", "next_attempt_at"],
+        postgresql_where=sa.text("lease_token IS NOT NULL"),
+        sqlite_where=sa.text("lease_token IS NOT NULL"),
+    )
 
 
 def downgrade() -> None:
-    for name in _INDEXES:
-        op.drop_index(name, table_name="webhook_deliveries")
+    op.drop_index(_LEASED, table_name="webhook_deliveries")
+    op.create_index("ix_webhook_deliveries_endpoint_id", "webhook_deliveries", ["endpoint_id"])
+    op.drop_index(_BY_ENDPOINT, table_name="webhook_deliveries")
     with op.batch_alter_table("webhook_endpoints") as batch:
         batch.drop_column("next_send_at")
         batch.drop_column("ordering")
