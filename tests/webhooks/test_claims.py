@@ -8,7 +8,7 @@ import itertools
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from ustun import clock
 from ustun.store import Database
@@ -20,6 +20,7 @@ from webhook_support import MakeEndpoint
 
 URL = "http://127.0.0.1:9/hook"
 LEASE = timedelta(seconds=60)
+FAR = clock.now() + timedelta(days=1)
 
 
 async def _queue(db: Database, account_id: str, n: int) -> list[str]:
@@ -81,7 +82,7 @@ async def test_settled_deliveries_free_their_room_and_a_dead_workers_free_at_its
 async def test_a_rate_limited_endpoint_gets_its_slots_within_the_horizon_spaced_apart(
     db: Database, account_id: str, make_endpoint: MakeEndpoint
 ) -> None:
-    await make_endpoint(URL, rate_limit=4)
+    endpoint_id, _ = await make_endpoint(URL, rate_limit=4, max_in_flight=20)
     await _queue(db, account_id, 10)
     got = sorted(await _claim(db, account_id, "lease_a"), key=lambda item: item.send_at)
     # Slots at 0, 0.25, ..., 1.0 s: the five that start within the one-second horizon.
@@ -92,6 +93,14 @@ async def test_a_rate_limited_endpoint_gets_its_slots_within_the_horizon_spaced_
     later = await _claim(db, account_id, "lease_b", later=timedelta(seconds=1))
     assert later
     assert min(item.send_at for item in later) >= got[-1].send_at + timedelta(seconds=0.25)
+    # Without its limit, the endpoint no longer waits for the slot it had reached.
+    async with db.unit_of_work() as uow:
+        await uow.conn.execute(
+            update(endpoints)
+            .where(endpoints.c.id == endpoint_id)
+            .values(rate_limit=None, next_send_at=FAR)
+        )
+    assert await _claim(db, account_id, "lease_c")
 
 
 async def test_a_fifo_endpoint_offers_only_its_head_and_a_waiting_retry_blocks_the_rest(

@@ -56,7 +56,8 @@ CROSS JOIN LATERAL (
     SELECT FROM webhook_deliveries d WHERE d.{DUE_PREDICATE} AND {_OWN_DUE.format(q="d", w="w")}
     ORDER BY d.endpoint_id, d.next_attempt_at LIMIT 1
 ) due
-WHERE w.id <> ALL($2::text[]) AND (w.next_send_at IS NULL OR w.next_send_at <= $3)
+WHERE w.id <> ALL($2::text[])
+    AND (w.rate_limit IS NULL OR w.next_send_at IS NULL OR w.next_send_at <= $3)
 FOR NO KEY UPDATE OF w SKIP LOCKED
 """  # noqa: S608 - constants only; every value is a bound parameter
 # The second, planned after the locks are held (so its snapshot sees every lease committed by

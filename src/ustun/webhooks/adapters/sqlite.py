@@ -87,7 +87,7 @@ def _ready(now: datetime, horizon: datetime, skip: Collection[str]) -> Select[An
         leased.label("leased"),
     ).where(
         w.c.id.not_in(list(skip)),
-        or_(w.c.next_send_at.is_(None), w.c.next_send_at <= horizon),
+        or_(w.c.rate_limit.is_(None), w.c.next_send_at.is_(None), w.c.next_send_at <= horizon),
         due.exists(),
     )
 
