@@ -181,7 +181,9 @@ async def _scenario(
 
     await until(busy, within=60, what="the receivers to get a quarter of the deliveries")
     run.killed_at = time.monotonic()
-    run.killed_ports = _kill(workers[0])
+    # In a thread: the receivers share this event loop, and arrivals held up while it lists the
+    # worker's sockets and waits for it to die would be stamped together afterwards.
+    run.killed_ports = await asyncio.to_thread(_kill, workers[0])
     run.killed_status = workers[0].proc.returncode if workers[0].proc else None
     await creating
 

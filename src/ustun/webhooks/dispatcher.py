@@ -30,6 +30,7 @@ from ustun.store import Database, UnitOfWork
 from ustun.webhooks import endpoints as endpoint_ops
 from ustun.webhooks import message, transport
 from ustun.webhooks.adapters import for_database
+from ustun.webhooks.pacing import Pacer
 from ustun.webhooks.schedule import RETRY_AFTER_STATUSES, retry_delay
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.states import Change, transition
@@ -102,6 +103,7 @@ class Dispatcher:
         self._endpoints: dict[str, endpoint_ops.Target] = {}
         # Endpoints that may have a failing streak to clear on their next success.
         self._failing: set[str] = set()
+        self._pacer = Pacer()
 
     async def run(self, stopping: asyncio.Event) -> None:
         """The worker loop: deliver until `stopping` is set, then finish what is in flight."""
@@ -217,9 +219,11 @@ class Dispatcher:
         if not endpoint.enabled:
             result = _Result(item, endpoint.id, None, clock.now(), reason="endpoint disabled")
         else:
-            wait = (item.send_at - clock.now()).total_seconds()
-            if wait > 0:
-                await asyncio.sleep(wait)  # its rate-limit slot, given by the claim
+            if endpoint.rate_limit is not None:
+                wait = self._pacer.delay(endpoint.id, item.send_at, clock.now())
+                if wait > 0:
+                    await asyncio.sleep(wait)  # its rate-limit slot, given by the claim
+                self._pacer.sent(endpoint.id, item.send_at)
             attempted_at = clock.now()
             outcome = await transport.post(
                 http,

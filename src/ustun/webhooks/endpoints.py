@@ -35,6 +35,7 @@ class Target:
     url: str
     payload: str
     enabled: bool
+    rate_limit: float | None
     signing: tuple[Signer, ...]
     version: int
     # When the previous secret in `signing` stops signing; None if it is not there.
@@ -63,6 +64,7 @@ def target(box: SecretBox, row: Row[Any], now: datetime) -> Target:
         row.url,
         row.payload,
         row.enabled,
+        row.rate_limit,
         signing,
         row.version,
         row.previous_secret_expires_at if len(signing) > 1 else None,
