@@ -13,6 +13,7 @@ such pairs are checked; that holds for any implementation, whatever ids or clock
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -181,9 +182,7 @@ async def _scenario(
 
     await until(busy, within=60, what="the receivers to get a quarter of the deliveries")
     run.killed_at = time.monotonic()
-    # In a thread: the receivers share this event loop, and arrivals held up while it lists the
-    # worker's sockets and waits for it to die would be stamped together afterwards.
-    run.killed_ports = await asyncio.to_thread(_kill, workers[0])
+    run.killed_ports = await _kill(workers[0])
     run.killed_status = workers[0].proc.returncode if workers[0].proc else None
     await creating
 
@@ -214,13 +213,25 @@ def local_ports(pid: int) -> set[int]:
     return ports
 
 
-def _kill(worker: UstunProcess) -> set[int]:
+def _stop_and_list(pid: int) -> set[int]:
+    """SIGSTOP `pid` and list its connections' local ports, now final."""
+    os.kill(pid, signal.SIGSTOP)
+    return local_ports(pid)
+
+
+async def _kill(worker: UstunProcess) -> set[int]:
     """SIGKILL `worker`, stopped first so that its connections can be listed while they are
-    final; return their local ports."""
+    final; return their local ports.
+
+    The listing runs in another process and the wait in a thread: the receivers share this
+    event loop, and arrivals held up while it parsed /proc/net/tcp (holding the GIL) would be
+    stamped late, in a bunch, as if they had been sent so.
+    """
     assert worker.proc is not None
-    os.kill(worker.proc.pid, signal.SIGSTOP)
-    ports = local_ports(worker.proc.pid)
-    worker.kill()
+    with concurrent.futures.ProcessPoolExecutor(1) as pool:
+        loop = asyncio.get_running_loop()
+        ports = await loop.run_in_executor(pool, _stop_and_list, worker.proc.pid)
+    await asyncio.to_thread(worker.kill)
     return ports
 
 
