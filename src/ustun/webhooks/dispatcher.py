@@ -177,7 +177,7 @@ class Dispatcher:
             return False
         targets = await self._targets(claimed, now)
         bodies: dict[tuple[str, str], bytes] = {}
-        for item in claimed:
+        for item in sorted(claimed, key=lambda c: c.send_at):  # paced sends start in slot order
             endpoint = targets.get(item.endpoint_id)
             if endpoint is None:
                 continue  # deleted since the claim, and its deliveries with it
@@ -220,10 +220,7 @@ class Dispatcher:
             result = _Result(item, endpoint.id, None, clock.now(), reason="endpoint disabled")
         else:
             if endpoint.rate_limit is not None:
-                wait = self._pacer.delay(endpoint.id, item.send_at, clock.now())
-                if wait > 0:
-                    await asyncio.sleep(wait)  # its rate-limit slot, given by the claim
-                self._pacer.sent(endpoint.id, item.send_at)
+                await self._pacer.wait(endpoint.id, item.send_at)  # its slot, from the claim
             attempted_at = clock.now()
             outcome = await transport.post(
                 http,

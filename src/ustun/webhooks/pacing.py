@@ -2,37 +2,44 @@
 
 A claim gives each delivery of a rate-limited endpoint its own send slot, `1 / rate_limit`
 apart. A worker whose event loop stalls past several slots would send them all at once when it
-wakes; a `Pacer` keeps them as far apart as their slots instead, at most `MAX_LAG` late.
+resumes; a `Pacer` sends an endpoint's deliveries one after the other in slot order, each no
+sooner after the previous one than their slots are apart (at most `MAX_LAG` late).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime
+
+from ustun import clock
 
 # How late a paced send may fall behind its slot (well inside any lease).
 MAX_LAG = 1.0
 
 
 class Pacer:
-    """Per endpoint, the latest slot this worker sent at and when (monotonic clock)."""
+    """Per endpoint, the slot of this worker's latest paced send and when it went (monotonic)."""
 
     def __init__(self) -> None:
-        self._last: dict[str, tuple[datetime, float]] = {}
+        self._last: dict[str, tuple[datetime, asyncio.Future[float]]] = {}
 
-    def delay(self, endpoint_id: str, slot: datetime, now: datetime) -> float:
-        """Seconds to wait before sending at `slot`: until the slot, and no sooner after the
-        endpoint's previous send than their slots are apart (up to `MAX_LAG` late)."""
-        wait = (slot - now).total_seconds()
-        last = self._last.get(endpoint_id)
-        if last is None:
-            return wait
-        last_slot, sent = last
-        spaced = sent + (slot - last_slot).total_seconds() - time.monotonic()
-        return max(wait, min(spaced, wait + MAX_LAG))
-
-    def sent(self, endpoint_id: str, slot: datetime) -> None:
-        """Record that the delivery of `slot` is being sent now."""
-        last = self._last.get(endpoint_id)
-        if last is None or slot >= last[0]:
-            self._last[endpoint_id] = (slot, time.monotonic())
+    async def wait(self, endpoint_id: str, slot: datetime) -> None:
+        """Wait for `slot`, after the endpoint's previous send here and as far after it as their
+        slots are apart (up to `MAX_LAG` late). Call in slot order, once per delivery."""
+        previous = self._last.get(endpoint_id)
+        sending: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self._last[endpoint_id] = (slot, sending)
+        try:
+            if previous is not None:
+                previous_slot, previous_sent = previous
+                sent = await asyncio.shield(previous_sent)
+                due = (slot - clock.now()).total_seconds()
+                spaced = sent + (slot - previous_slot).total_seconds() - time.monotonic()
+                delay = max(due, min(spaced, due + MAX_LAG))
+            else:
+                delay = (slot - clock.now()).total_seconds()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        finally:
+            sending.set_result(time.monotonic())
