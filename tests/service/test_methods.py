@@ -38,6 +38,7 @@ V1_ALLOW: dict[str, set[str]] = {
     "/v1/webhook-endpoints/{endpoint_id}/rotate-secret": {"POST"},
     "/v1/webhook-endpoints/{endpoint_id}/test": {"POST"},
     "/v1/webhook-endpoints/{endpoint_id}/recover": {"POST"},
+    "/v1/webhook-endpoints/{endpoint_id}/head": {"GET", "HEAD"},
     "/v1/events": {"GET", "HEAD"},
     "/v1/events/{event_id}": {"GET", "HEAD"},
     "/v1/event-types": {"GET", "HEAD"},

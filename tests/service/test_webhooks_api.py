@@ -48,6 +48,32 @@ async def test_create_shows_the_secret_once(client: httpx.AsyncClient) -> None:
     assert "secret" not in listed["data"][0]
 
 
+async def test_a_fifo_endpoint_shows_what_it_waits_on(client: httpx.AsyncClient) -> None:
+    made = await client.post("/v1/webhook-endpoints", json={"url": HOOK, "ordering": "fifo"})
+    assert made.status_code == 201, made.text
+    endpoint = made.json()
+    assert endpoint["ordering"] == "fifo"
+    head_path = f"/v1/webhook-endpoints/{endpoint['id']}/head"
+    empty = await client.get(head_path)
+    assert empty.status_code == 200, empty.text
+    assert empty.json() == {
+        "object": "endpoint_head",
+        "endpoint_id": endpoint["id"],
+        "ordering": "fifo",
+        "delivery": None,
+    }
+    ping = (await client.post(f"/v1/webhook-endpoints/{endpoint['id']}/test")).json()
+    waiting = (await client.get(head_path)).json()["delivery"]
+    assert (waiting["event_id"], waiting["status"]) == (ping["id"], "pending")
+    patched = await client.patch(
+        f"/v1/webhook-endpoints/{endpoint['id']}", json={"ordering": "unordered"}
+    )
+    assert patched.json()["ordering"] == "unordered"
+    assert (await client.get("/v1/webhook-endpoints/we_missing/head")).status_code == 404
+    bad = await client.post("/v1/webhook-endpoints", json={"url": HOOK, "ordering": "lifo"})
+    assert bad.status_code == 422
+
+
 @pytest.mark.parametrize(
     ("payload", "field"),
     [

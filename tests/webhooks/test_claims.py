@@ -1,24 +1,26 @@
-"""Claims on both backends: disjoint between workers, capped per endpoint, with their event."""
+"""Claims on both backends: disjoint between workers, each endpoint within its room across all
+of them (`max_in_flight`, rate-limit slots, FIFO head), with their event."""
 
 from __future__ import annotations
 
 import asyncio
-import json
+import itertools
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from ustun import clock
 from ustun.store import Database
 from ustun.webhooks.adapters import for_database
 from ustun.webhooks.outbox import emit
-from ustun.webhooks.store import CLAIM_ROUNDS, Claim
+from ustun.webhooks.store import Claim, Settlement
 from ustun.webhooks.tables import endpoints
 from webhook_support import MakeEndpoint
 
 URL = "http://127.0.0.1:9/hook"
 LEASE = timedelta(seconds=60)
+FAR = clock.now() + timedelta(days=1)
 
 
 async def _queue(db: Database, account_id: str, n: int) -> list[str]:
@@ -27,21 +29,26 @@ async def _queue(db: Database, account_id: str, n: int) -> list[str]:
 
 
 async def _claim(
-    db: Database, account_id: str, token: str, saturated: tuple[str, ...] = ()
+    db: Database,
+    account_id: str,
+    token: str,
+    skip: tuple[str, ...] = (),
+    *,
+    later: timedelta = timedelta(0),
 ) -> list[Claim]:
-    """A claim that leaves alone every other test's endpoints (by calling them saturated)."""
+    """A claim (made `later` than now) that leaves alone every other test's endpoints."""
     async with db.read() as conn:
         others = await conn.scalars(
             select(endpoints.c.id).where(endpoints.c.account_id != account_id)
         )
-        skipped = [*others, *saturated]
-    now = clock.now()
+        skipped = [*others, *skip]
+    now = clock.now() + later
     return await for_database(db).claim(
-        db, limit=20, now=now, lease_until=now + LEASE, token=token, saturated=skipped
+        db, limit=20, now=now, lease_until=now + LEASE, token=token, skip=skipped
     )
 
 
-async def test_concurrent_claims_take_disjoint_rows_capped_per_endpoint(
+async def test_concurrent_claims_take_disjoint_rows_within_the_endpoints_cap(
     db: Database, account_id: str, make_endpoint: MakeEndpoint
 ) -> None:
     await make_endpoint(URL, max_in_flight=4)
@@ -51,36 +58,79 @@ async def test_concurrent_claims_take_disjoint_rows_capped_per_endpoint(
     )
     c = await _claim(db, account_id, "lease_c")
     taken = [{item.id for item in batch} for batch in (a, b, c)]
-    assert all(len(ids) <= 4 * CLAIM_ROUNDS for ids in taken)
-    assert len(taken[0] | taken[1] | taken[2]) == sum(len(ids) for ids in taken) > 4 * CLAIM_ROUNDS
+    assert len(taken[0] | taken[1]) == len(a) + len(b) == 4
+    assert c == []
 
 
-async def test_a_claim_brings_the_event_and_holds_the_delivery_for_the_lease(
+async def test_settled_deliveries_free_their_room_and_a_dead_workers_free_at_its_lease_end(
     db: Database, account_id: str, make_endpoint: MakeEndpoint
 ) -> None:
-    endpoint_id, _ = await make_endpoint(URL)
+    await make_endpoint(URL, max_in_flight=2)
+    await _queue(db, account_id, 3)
+    first = await _claim(db, account_id, "lease_a")
+    assert len(first) == 2
     async with db.unit_of_work() as uow:
-        event_id = await emit(
-            uow, account_id, "payment.created", {"id": "pay_1", "amount": 5}, object_url="/p/1"
-        )
-    (got,) = await _claim(db, account_id, "lease_a")
-    assert (got.endpoint_id, got.event_id, got.attempt_count, got.status) == (
-        endpoint_id,
-        event_id,
-        0,
-        "pending",
-    )
-    assert (got.event_type, json.loads(got.event_data), got.object_url) == (
-        "payment.created",
-        {"id": "pay_1", "amount": 5},
-        "/p/1",
-    )
-    assert got.event_created_at.utcoffset() == timedelta(0)
-    assert (got.endpoint_version, got.endpoint_failing) == (1, False)
+        done = [Settlement(first[0].id, "succeeded", 1, None)]
+        await for_database(db).settle(uow, done, [], now=clock.now(), token="lease_a")
+    (third,) = await _claim(db, account_id, "lease_b")
     assert await _claim(db, account_id, "lease_b") == []
+    # Workers a and b died holding one each: once their leases end, so do their slots.
+    after = await _claim(db, account_id, "lease_c", later=LEASE + timedelta(seconds=1))
+    assert {item.id for item in after} == {first[1].id, third.id}
 
 
-async def test_saturated_endpoints_are_skipped(
+async def test_a_rate_limited_endpoint_gets_its_slots_within_the_horizon_spaced_apart(
+    db: Database, account_id: str, make_endpoint: MakeEndpoint
+) -> None:
+    endpoint_id, _ = await make_endpoint(URL, rate_limit=4, max_in_flight=20)
+    await _queue(db, account_id, 10)
+    got = sorted(await _claim(db, account_id, "lease_a"), key=lambda item: item.send_at)
+    # Slots at 0, 0.25, ..., 1.0 s: the five that start within the one-second horizon.
+    assert len(got) == 5
+    gaps = [(b.send_at - a.send_at).total_seconds() for a, b in itertools.pairwise(got)]
+    assert gaps == pytest.approx([0.25] * 4)
+    assert await _claim(db, account_id, "lease_b") == []
+    later = await _claim(db, account_id, "lease_b", later=timedelta(seconds=1))
+    assert later
+    assert min(item.send_at for item in later) >= got[-1].send_at + timedelta(seconds=0.25)
+    # Without its limit, the endpoint no longer waits for the slot it had reached.
+    async with db.unit_of_work() as uow:
+        await uow.conn.execute(
+            update(endpoints)
+            .where(endpoints.c.id == endpoint_id)
+            .values(rate_limit=None, next_send_at=FAR)
+        )
+    assert await _claim(db, account_id, "lease_c")
+
+
+async def test_a_fifo_endpoint_offers_only_its_head_and_a_waiting_retry_blocks_the_rest(
+    db: Database, account_id: str, make_endpoint: MakeEndpoint
+) -> None:
+    await make_endpoint(URL, ordering="fifo", max_in_flight=8)
+    events = await _queue(db, account_id, 3)
+    (head,) = await _claim(db, account_id, "lease_a")
+    assert head.event_id == events[0]
+    assert await _claim(db, account_id, "lease_b") == []
+    async with db.unit_of_work() as uow:
+        await for_database(db).settle(
+            uow,
+            [Settlement(head.id, "failed", 1, clock.now() + timedelta(seconds=30))],
+            [],
+            now=clock.now(),
+            token="lease_a",
+        )
+    assert await _claim(db, account_id, "lease_b") == []
+    (again,) = await _claim(db, account_id, "lease_b", later=timedelta(seconds=31))
+    assert again.id == head.id
+    async with db.unit_of_work() as uow:
+        await for_database(db).settle(
+            uow, [Settlement(head.id, "dead", 2, None)], [], now=clock.now(), token="lease_b"
+        )
+    (second,) = await _claim(db, account_id, "lease_c", later=timedelta(seconds=31))
+    assert second.event_id == events[1]
+
+
+async def test_skipped_endpoints_are_left_alone(
     db: Database, account_id: str, make_endpoint: MakeEndpoint
 ) -> None:
     busy, _ = await make_endpoint(URL)

@@ -19,7 +19,7 @@ from webhook_support import MakeEndpoint
 def _target(version: int, signing_until: datetime | None) -> Target:
     signing = (Secret.generate(), Secret.generate()) if signing_until else (Secret.generate(),)
     url = "https://example.com/hook"
-    return Target("we_1", "acc_1", url, "full", True, 8, None, signing, version, signing_until)
+    return Target("we_1", "acc_1", url, "full", True, None, signing, version, signing_until)
 
 
 def test_a_new_version_makes_it_stale() -> None:

@@ -2,12 +2,14 @@
 
 One loop per worker process, with no SQL of its own: every read and write goes through the
 webhooks store (`webhooks.store`, one adapter per dialect). It claims in batches with a lease
-(a claim brings the events along), keeps endpoints decrypted until their version changes, sends
-with one shared aiohttp session, or publishes through the broker pool (`webhooks.brokers`), via a
-per-endpoint `Gate` (in-flight cap, rate limit), and
-hands outcomes to a writer task that records them in batched transactions. It sleeps until an
+(a claim brings the events along); the database gives each endpoint no more than its room
+across every worker (`max_in_flight`, FIFO order, rate-limit slots), so each claimed delivery is
+sent at once, or at the send time its claim gave it. It keeps endpoints decrypted until their
+version changes, sends with one shared aiohttp session or publishes through the broker pool
+(`webhooks.brokers`), and hands outcomes to a writer task that
+records them in batched transactions (which frees their endpoints' room). It sleeps until an
 event is committed (PostgreSQL LISTEN/NOTIFY, the in-process doorbell), a retry falls due,
-capacity frees up, or the poll interval passes.
+outcomes are recorded, or the poll interval passes.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -31,7 +32,7 @@ from ustun.webhooks import endpoints as endpoint_ops
 from ustun.webhooks import message, transport
 from ustun.webhooks.adapters import for_database
 from ustun.webhooks.brokers import BrokerOutcome, Brokers
-from ustun.webhooks.limits import Gate
+from ustun.webhooks.pacing import Pacer
 from ustun.webhooks.schedule import RETRY_AFTER_STATUSES, retry_delay
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.states import Change, transition
@@ -45,7 +46,11 @@ DEFAULT_BATCH = 256
 DEFAULT_MAX_IN_FLIGHT = 512
 DISABLE_AFTER = timedelta(days=5)
 WRITE_BATCH = 512
+# A flush waits up to WRITE_DELAY for more outcomes, but no longer than WRITE_QUIET after the
+# last one: a claimed batch's answers arrive together, and its endpoints' room comes back only
+# once they are recorded.
 WRITE_DELAY = 0.02
+WRITE_QUIET = 0.002
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +75,6 @@ class _Result:
     endpoint_id: str
     outcome: transport.Outcome | None
     attempted_at: datetime
-    release_after: float | None = None
     reason: str = ""
 
 
@@ -94,7 +98,6 @@ class Dispatcher:
         self.box = box
         self.config = config
         self.token = ids.new_id("lease")
-        self._gates: dict[str, Gate] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._results: asyncio.Queue[_Result] = asyncio.Queue()
         self._wake = asyncio.Event()
@@ -104,6 +107,7 @@ class Dispatcher:
         self._brokers = Brokers(timeout=config.timeout, allow_private=config.allow_private)
         # Endpoints that may have a failing streak to clear on their next success.
         self._failing: set[str] = set()
+        self._pacer = Pacer()
 
     async def run(self, stopping: asyncio.Event) -> None:
         """The worker loop: deliver until `stopping` is set, then finish what is in flight."""
@@ -172,41 +176,25 @@ class Dispatcher:
             now=now,
             lease_until=now + timedelta(seconds=self.config.lease),
             token=self.token,
-            saturated=[eid for eid, gate in self._gates.items() if gate.saturated],
         )
         if not claimed:
             return False
         targets = await self._targets(claimed, now)
         bodies: dict[tuple[str, str], bytes] = {}
-        deadline = time.monotonic() + self.config.lease
-        taken: Counter[str] = Counter()
-        for item in claimed:
+        for item in sorted(claimed, key=lambda c: c.send_at):  # paced sends start in slot order
             endpoint = targets.get(item.endpoint_id)
             if endpoint is None:
                 continue  # deleted since the claim, and its deliveries with it
-            gate = self._gate(endpoint)
-            gate.held += 1
-            taken[endpoint.id] += 1
             body = bodies.get((item.event_id, endpoint.payload))
             if body is None:
                 body = bodies[(item.event_id, endpoint.payload)] = _body(
                     item, endpoint.payload, self.config.public_url
                 )
-            task = asyncio.create_task(self._deliver(http, item, endpoint, gate, body, deadline))
+            task = asyncio.create_task(self._deliver(http, item, endpoint, body))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        # A full batch, or an endpoint that got its whole cap, may have more waiting.
-        return len(claimed) == room or any(
-            n >= self._gates[eid].cap and not self._gates[eid].saturated for eid, n in taken.items()
-        )
-
-    def _gate(self, endpoint: endpoint_ops.Target) -> Gate:
-        gate = self._gates.get(endpoint.id)
-        if gate is None or (
-            gate.held == 0 and not gate.fits(endpoint.max_in_flight, endpoint.rate_limit)
-        ):
-            gate = self._gates[endpoint.id] = Gate(endpoint.max_in_flight, endpoint.rate_limit)
-        return gate
+        # A full batch may have left more due; endpoints at their room wait for outcomes.
+        return len(claimed) == room
 
     async def _targets(self, claimed: list[Claim], now: datetime) -> dict[str, endpoint_ops.Target]:
         """The claimed rows' endpoints, secrets decrypted; kept until their version changes."""
@@ -229,34 +217,21 @@ class Dispatcher:
         http: aiohttp.ClientSession,
         item: Claim,
         endpoint: endpoint_ops.Target,
-        gate: Gate,
         body: bytes,
-        deadline: float,
     ) -> None:
-        """Send one delivery through its endpoint's gate and queue the outcome."""
-        try:
-            if not endpoint.enabled:
-                result = _Result(item, endpoint.id, None, clock.now(), reason="endpoint disabled")
-            elif gate.limit is not None and gate.limit.delay() > (deadline - time.monotonic()) / 2:
-                # Its rate limit would keep it waiting past half the lease: hand it back.
-                result = _Result(
-                    item, endpoint.id, None, clock.now(), release_after=gate.limit.delay()
-                )
-            else:
-                async with gate:
-                    attempted_at = clock.now()
-                    outcome = await self._send(http, item, endpoint, body)
-                instrumentation.emit(
-                    "delivery_attempt", outcome.latency_ms / 1000, outcome=outcome.kind
-                )
-                result = _Result(item, endpoint.id, outcome, attempted_at)
-            self._results.put_nowait(result)
-        finally:
-            gate.held -= 1
-            # Refill in steps, not per completion: when the endpoint is down to its cap, or the
-            # whole worker to half its room.
-            if gate.held == gate.cap or len(self._tasks) == self.config.max_in_flight // 2:
-                self._wake.set()
+        """Send one delivery at its send time and queue the outcome."""
+        if not endpoint.enabled:
+            result = _Result(item, endpoint.id, None, clock.now(), reason="endpoint disabled")
+        else:
+            if endpoint.rate_limit is not None:
+                await self._pacer.wait(endpoint.id, item.send_at)  # its slot, from the claim
+            attempted_at = clock.now()
+            outcome = await self._send(http, item, endpoint, body)
+            instrumentation.emit(
+                "delivery_attempt", outcome.latency_ms / 1000, outcome=outcome.kind
+            )
+            result = _Result(item, endpoint.id, outcome, attempted_at)
+        self._results.put_nowait(result)
 
     async def _send(
         self, http: aiohttp.ClientSession, item: Claim, endpoint: endpoint_ops.Target, body: bytes
@@ -274,11 +249,7 @@ class Dispatcher:
     async def _write(self) -> None:
         """Record outcomes in batches: one transaction for whatever has queued up."""
         while True:
-            results = [await self._results.get()]
-            # Let a few more outcomes arrive: fewer, larger transactions (and fsyncs).
-            await asyncio.sleep(WRITE_DELAY)
-            while len(results) < WRITE_BATCH and not self._results.empty():
-                results.append(self._results.get_nowait())
+            results = await self._gather()
             try:
                 await self._record(results)
             except Exception:
@@ -289,17 +260,30 @@ class Dispatcher:
                 for _ in results:
                     self._results.task_done()
 
+    async def _gather(self) -> list[_Result]:
+        """The next outcome and those that follow it closely: fewer, larger transactions."""
+        results = [await self._results.get()]
+        deadline = time.monotonic() + WRITE_DELAY
+        quiet_from = time.monotonic()
+        while len(results) < WRITE_BATCH:
+            if not self._results.empty():
+                results.append(self._results.get_nowait())
+                quiet_from = time.monotonic()
+                continue
+            now = time.monotonic()
+            if now >= deadline or now - quiet_from >= WRITE_QUIET:
+                break
+            # Polled, not `wait_for(get())`: a timed-out get can drop an outcome (Python 3.11).
+            await asyncio.sleep(WRITE_QUIET / 2)
+        return results
+
     def _plan(self, result: _Result, now: datetime, batch: _Batch) -> None:
         """Turn one outcome into the delivery update, attempt row and endpoint health marks."""
         item, outcome = result.claim, result.outcome
         attempts_made = item.attempt_count
         next_at: datetime | None = None
         if outcome is None:
-            if result.release_after is not None:
-                change = Change.RESEND
-                next_at = now + timedelta(seconds=result.release_after)
-            else:
-                change = Change.GIVE_UP
+            change = Change.GIVE_UP
         else:
             attempts_made += 1
             batch.attempts.append(
@@ -348,8 +332,8 @@ class Dispatcher:
         async with self.db.unit_of_work() as uow:
             await self.store.settle(uow, batch.updates, batch.attempts, now=now, token=self.token)
             await self._endpoint_health(uow, batch, now)
-        if self._soonest is not None:
-            self._wake.set()
+        # The settled deliveries' endpoints have room again (and a retry may be due).
+        self._wake.set()
 
     async def _endpoint_health(self, uow: UnitOfWork, batch: _Batch, now: datetime) -> None:
         """Clear or start each endpoint's failing streak; disable on 410 or 5 days of failure."""

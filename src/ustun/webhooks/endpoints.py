@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Row
 
@@ -21,6 +21,10 @@ from ustun.webhooks.secretbox import SecretBox
 
 DEFAULT_MAX_IN_FLIGHT = 8
 HTTP = "http"
+# How an endpoint takes its deliveries: as many at once as `max_in_flight` allows, in any order,
+# or `fifo`: one at a time, in the commit order of their events.
+Ordering = Literal["unordered", "fifo"]
+UNORDERED: Ordering = "unordered"
 ROTATION_OVERLAP = timedelta(hours=24)
 
 
@@ -33,7 +37,6 @@ class Target:
     url: str
     payload: str
     enabled: bool
-    max_in_flight: int
     rate_limit: float | None
     signing: tuple[Signer, ...]
     version: int
@@ -72,7 +75,6 @@ def target(box: SecretBox, row: Row[Any], now: datetime) -> Target:
         row.url,
         row.payload,
         row.enabled,
-        row.max_in_flight,
         row.rate_limit,
         signing,
         row.version,
@@ -100,6 +102,7 @@ async def create(
     rate_limit: float | None = None,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     signature: signing.Scheme = signing.HMAC_SHA256,
+    ordering: Ordering = UNORDERED,
 ) -> tuple[str, Signer]:
     """Insert an endpoint with a fresh signing key; return its id and the key (shown once).
 
@@ -123,6 +126,7 @@ async def create(
             enabled=True,
             rate_limit=rate_limit,
             max_in_flight=max_in_flight,
+            ordering=ordering,
             version=1,
             signature=signature,
             public_key=signing.public_key(secret),

@@ -96,6 +96,16 @@ async def read_endpoint(db: Database, account_id: str, endpoint_id: str) -> Row[
         return await _endpoint(conn, account_id, endpoint_id)
 
 
+async def endpoint_head(
+    db: Database, account_id: str, endpoint_id: str
+) -> tuple[Row[Any], Row[Any] | None]:
+    """The endpoint and its oldest undelivered delivery in commit order (what a FIFO endpoint
+    sends next, or waits on), as of one moment; 404 when the account has no such endpoint."""
+    async with db.read(snapshot=True) as conn:
+        row = await _endpoint(conn, account_id, endpoint_id)
+        return row, await for_connection(conn).fifo_head(conn, endpoint_id)
+
+
 async def create_endpoint(
     db: Database,
     box: SecretBox,
@@ -183,7 +193,8 @@ async def delete_endpoint(
 async def rotate_secret(
     db: Database, box: SecretBox, account_id: str, endpoint_id: str
 ) -> tuple[Row[Any], Signer]:
-    """A new secret; the old one keeps signing for 24 hours. The row and the new secret."""
+    """A new key of the endpoint's scheme; the old one keeps signing for 24 hours. The row and
+    the new key."""
     async with db.unit_of_work() as uow:
         secret = await endpoints.rotate(
             uow, box, await _endpoint(uow.conn, account_id, endpoint_id)

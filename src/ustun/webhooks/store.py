@@ -7,14 +7,17 @@ imports a driver or asks which dialect it is on.
 
 A claim moves `next_attempt_at` to the end of the lease and stamps a `lease_token`: a worker
 that dies leaves rows that become due again when the lease ends, and a late outcome from a lost
-lease is fenced off by the token (`settle` only touches rows still holding it).
+lease is fenced off by the token (`settle` only touches rows still holding it, and clears it).
+So an endpoint's deliveries in flight, across every worker, are its rows with a token whose
+lease has not ended: the claim counts them under the endpoint's lock to enforce
+`max_in_flight`, and spaces the sends of a rate-limited endpoint from its `next_send_at`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy import Row
@@ -25,9 +28,9 @@ from ustun.store import Database, UnitOfWork
 from ustun.store.listen import Listener
 from ustun.webhooks.states import Status
 
-# One claim takes up to this many rounds of an endpoint's `max_in_flight`, so the claim's cost
-# is spread over more sends; the lease must cover that many timeouts plus the one in flight.
-CLAIM_ROUNDS = 2
+# How far ahead a claim takes a rate-limited endpoint's send slots: its rows whose send time
+# falls later wait for a later claim (so a worker never sits on slots it cannot use soon).
+PACING_HORIZON = timedelta(seconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,8 @@ class Claim:
     object_url: str | None
     endpoint_version: int
     endpoint_failing: bool
+    # When to send it: now, or the endpoint's rate-limit slot for it (within `PACING_HORIZON`).
+    send_at: datetime
 
 
 class Settlement(NamedTuple):
@@ -105,12 +110,16 @@ class WebhookStore(Protocol):
         now: datetime,
         lease_until: datetime,
         token: str,
-        saturated: Collection[str] = (),
+        skip: Collection[str] = (),
     ) -> list[Claim]:
-        """Claim up to `limit` due deliveries, up to `CLAIM_ROUNDS` x `max_in_flight` per endpoint.
+        """Claim up to `limit` due deliveries, each endpoint's within its room across workers.
 
-        `saturated` endpoints (already at their cap in this worker) are skipped, so their
-        backlog never crowds out other endpoints' deliveries. Runs in a transaction of its own.
+        An endpoint's room is `max_in_flight` (1 for a FIFO endpoint) less its deliveries in
+        flight in any worker, and with a rate limit the slots before `now + PACING_HORIZON`;
+        a FIFO endpoint offers only its head (its oldest undelivered event's delivery), and
+        only once it is due. The cost grows with the batch and the number of endpoints, never
+        with a backlog. `skip` names endpoints not to take. Runs in a transaction of its own;
+        each row is leased until `lease_until` plus its wait for `send_at`.
         """
         ...
 
@@ -246,6 +255,11 @@ class WebhookStore(Protocol):
         self, conn: AsyncConnection, account_id: str, delivery_id: str
     ) -> Row[Any] | None:
         """The account's delivery by id, if it has one."""
+        ...
+
+    async def fifo_head(self, conn: AsyncConnection, endpoint_id: str) -> Row[Any] | None:
+        """The endpoint's oldest undelivered delivery in its events' commit order, if any: what
+        a FIFO endpoint sends next (or waits on, while it waits for a retry)."""
         ...
 
     async def attempts(self, conn: AsyncConnection, delivery_id: str) -> list[Row[Any]]:

@@ -24,6 +24,8 @@ from ustun.store.types import UTCDateTime
 # predicate. A delivery has a next attempt exactly while its status is one of `states.DUE`: it
 # is set when a delivery is queued, retried or resent, and cleared when it succeeds or dies.
 DUE_PREDICATE = "next_attempt_at IS NOT NULL"
+# The deliveries a worker holds: claimed (`next_attempt_at` is the lease's end) and not settled.
+LEASED_PREDICATE = "lease_token IS NOT NULL"
 
 endpoints = Table(
     "webhook_endpoints",
@@ -46,6 +48,10 @@ endpoints = Table(
     Column("disabled_reason", Text(), nullable=True),
     Column("rate_limit", Float(), nullable=True),
     Column("max_in_flight", Integer(), nullable=False),
+    # `unordered` or `fifo` (one delivery at a time, in the commit order of the events).
+    Column("ordering", String(16), nullable=False, server_default="unordered"),
+    # A rate-limited endpoint's next free send slot, advanced by each claim (migration 0011).
+    Column("next_send_at", UTCDateTime(), nullable=True),
     # `hmac-sha256` (`whsec_` secrets) or `ed25519` (`whsk_` keys; `public_key` is the `whpk_`).
     Column("signature", String(16), nullable=False, server_default="hmac-sha256"),
     Column("public_key", Text(), nullable=True),
@@ -106,8 +112,17 @@ deliveries = Table(
         postgresql_where=text(DUE_PREDICATE),
         sqlite_where=text(DUE_PREDICATE),
     ),
+    # Each endpoint's deliveries in due order (settled ones, with none, last), and its leased
+    # ones: a claim reads only these.
+    Index("ix_webhook_deliveries_endpoint_id_next_attempt_at", "endpoint_id", "next_attempt_at"),
+    Index(
+        "ix_webhook_deliveries_leased",
+        "endpoint_id",
+        "next_attempt_at",
+        postgresql_where=text(LEASED_PREDICATE),
+        sqlite_where=text(LEASED_PREDICATE),
+    ),
     Index("ix_webhook_deliveries_account_id_id", "account_id", "id"),
-    Index("ix_webhook_deliveries_endpoint_id", "endpoint_id"),
     Index("ix_webhook_deliveries_event_id", "event_id"),
 )
 

@@ -137,7 +137,7 @@ async def _endpoint_page(
     recovered: int | None = None,
 ) -> Response:
     db = _db(request)
-    row = await operations.read_endpoint(db, who.account.id, endpoint_id)
+    row, head = await operations.endpoint_head(db, who.account.id, endpoint_id)
     recent = await webhook_deliveries.list_deliveries(
         who.account, db, DEFAULT_PAGE, None, endpoint_id=endpoint_id
     )
@@ -150,6 +150,7 @@ async def _endpoint_page(
         who,
         nav="endpoints",
         endpoint=webhook_endpoints.render(row),
+        head=webhook_endpoints.render_head(row, head)["delivery"],
         etag=str(validators(row).etag),
         deliveries=recent,
         secret=secret,
@@ -197,10 +198,10 @@ async def set_enabled(
 async def rotate(request: Request, who: Posting, endpoint_id: str) -> Response:
     """Rotate the signing key and show a new HMAC secret, this once (an ed25519 endpoint's new
     public key is on the page)."""
-    _, secret = await operations.rotate_secret(
+    _, key = await operations.rotate_secret(
         _db(request), request.app.state.secret_box, who.account.id, endpoint_id
     )
-    shown = await _endpoint_page(request, who, endpoint_id, secret=signing.shown(secret)["secret"])
+    shown = await _endpoint_page(request, who, endpoint_id, secret=signing.shown(key)["secret"])
     shown.headers["cache-control"] = webhook_endpoints.NO_STORE
     return shown
 

@@ -13,6 +13,7 @@ from sqlalchemy import Row
 from ustun.clock import rfc3339
 from ustun.concurrency import Version, validators
 from ustun.http.errors import ProblemError
+from ustun.service.operations.webhook_deliveries import render as render_delivery
 from ustun.service.operations.webhook_events import render_event
 from ustun.service.plumbing.bodies import INTEGRAL_FLOAT
 from ustun.service.plumbing.conditional import Conditions, conditional_get
@@ -21,7 +22,7 @@ from ustun.service.plumbing.pagination import page
 from ustun.service.resources.text import Text
 from ustun.service.runtime.webhook_runtime import AppSettings, Box
 from ustun.webhooks import operations, signing
-from ustun.webhooks.endpoints import DEFAULT_MAX_IN_FLIGHT
+from ustun.webhooks.endpoints import DEFAULT_MAX_IN_FLIGHT, UNORDERED, Ordering
 from ustun.webhooks.patterns import is_pattern
 from ustun.webhooks.tables import endpoints
 
@@ -30,6 +31,10 @@ PATH = "/v1/webhook-endpoints"
 # Answers that show a signing secret: no cache may keep them (RFC 9111 §5.2.2.5).
 NO_STORE = "no-store"
 
+ORDERING = (
+    "`unordered`: up to `max_in_flight` deliveries at once; `fifo`: one at a time, in the commit "
+    "order of the events (a dead delivery no longer holds the rest back)."
+)
 Events = Annotated[list[str], Field(min_length=1, max_length=100)]
 InFlight = Annotated[StrictInt, Field(ge=1, le=256), INTEGRAL_FLOAT]
 Kind = Literal["http", "rabbitmq", "nats"]
@@ -98,6 +103,7 @@ class EndpointIn(BaseModel):
         description="`hmac-sha256`: `v1` signatures under the `secret` in the answer; "
         "`ed25519`: `v1a` signatures, verified with the `public_key` in the answer.",
     )
+    ordering: Ordering = Field(default=UNORDERED, description=ORDERING)
 
     _patterns = field_validator("events")(_check_patterns)
 
@@ -120,6 +126,7 @@ class EndpointPatch(BaseModel):
     payload: Literal["full", "thin"] | None = None
     rate_limit: float | None = Field(default=None, gt=0, le=10_000)
     max_in_flight: InFlight | None = None
+    ordering: Ordering | None = Field(default=None, description=ORDERING)
     enabled: bool | None = None
 
     _patterns = field_validator("events")(_check_patterns)
@@ -151,6 +158,7 @@ def render(row: Row[Any]) -> dict[str, Any]:
         "disabled_reason": row.disabled_reason,
         "rate_limit": row.rate_limit,
         "max_in_flight": row.max_in_flight,
+        "ordering": row.ordering,
         "signature": row.signature,
         "public_key": row.public_key,
         "created_at": rfc3339(row.created_at),
@@ -258,6 +266,23 @@ async def rotate_secret(
     row, secret = await operations.rotate_secret(db, box, account.id, endpoint_id)
     response.headers["cache-control"] = NO_STORE
     return _respond(response, row) | signing.shown(secret)
+
+
+@router.get("/{endpoint_id}/head")
+async def endpoint_head(endpoint_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
+    """What a FIFO endpoint sends next or waits on: its oldest undelivered delivery, or null."""
+    row, head = await operations.endpoint_head(db, account.id, endpoint_id)
+    return render_head(row, head)
+
+
+def render_head(row: Row[Any], head: Row[Any] | None) -> dict[str, Any]:
+    """The answer of `GET …/head`, also shown on the dashboard's endpoint page."""
+    return {
+        "object": "endpoint_head",
+        "endpoint_id": row.id,
+        "ordering": row.ordering,
+        "delivery": None if head is None else render_delivery(head),
+    }
 
 
 @router.post("/{endpoint_id}/test", status_code=202)

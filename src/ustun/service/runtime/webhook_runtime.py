@@ -10,7 +10,6 @@ from ustun.settings import Settings, reveal
 from ustun.store import Database
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.secretbox import SecretBox, master_key
-from ustun.webhooks.store import CLAIM_ROUNDS
 
 
 def secret_box(settings: Settings) -> SecretBox:
@@ -22,12 +21,13 @@ def secret_box(settings: Settings) -> SecretBox:
 
 
 def dispatch_config(settings: Settings) -> DispatchConfig:
-    """Dispatcher tuning; the lease always outlasts the queued rounds of a slow endpoint."""
+    """Dispatcher tuning; the lease always outlasts a slow endpoint's timeout, twice over (a
+    claim takes no more than an endpoint may have in flight, so nothing queues behind it)."""
     return DispatchConfig(
         retry_schedule=settings.retry_schedule,
         timeout=settings.webhook_timeout,
         allow_private=settings.webhook_allow_private,
-        lease=max(settings.webhook_lease, (CLAIM_ROUNDS + 2) * settings.webhook_timeout),
+        lease=max(settings.webhook_lease, 2 * settings.webhook_timeout),
         public_url=settings.public_base_url,
     )
 

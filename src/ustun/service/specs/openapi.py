@@ -423,6 +423,7 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
             )
         },
     ),
+    ("GET", f"{ENDPOINT}/head"): Notes(replies={200: Reply(schemas.EndpointHead)}),
     ("POST", f"{ENDPOINT}/recover"): Notes(
         problems=("state-conflict",), replies={202: Reply(schemas.Recovery)}
     ),

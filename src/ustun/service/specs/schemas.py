@@ -142,8 +142,11 @@ class WebhookEndpoint(BaseModel):
     payload: Literal["full", "thin"]
     enabled: bool
     disabled_reason: str | None
-    rate_limit: float | None = Field(description="Sends per second, or none.")
-    max_in_flight: int
+    rate_limit: float | None = Field(description="Sends per second across all workers, or none.")
+    max_in_flight: int = Field(description="Deliveries in flight at once, across all workers.")
+    ordering: Literal["unordered", "fifo"] = Field(
+        description="`fifo`: one delivery at a time, in the commit order of the events."
+    )
     signature: Literal["hmac-sha256", "ed25519"] = Field(
         description="`hmac-sha256`: `v1` signatures under a `whsec_` secret; `ed25519`: `v1a` "
         "signatures under a private key ustun keeps, verified with `public_key`."
@@ -238,6 +241,20 @@ class EventType(BaseModel):
     name: str
     description: str
     data_schema: dict[str, Any] = Field(alias="schema")
+
+
+class EndpointHead(BaseModel):
+    """What a FIFO endpoint sends next, or waits on while that delivery waits for its retry."""
+
+    model_config = _OPEN
+
+    object: Literal["endpoint_head"]
+    endpoint_id: str = _id("we")
+    ordering: Literal["unordered", "fifo"]
+    delivery: Delivery | None = Field(
+        description="The endpoint's oldest undelivered delivery in the commit order of the "
+        "events; null when nothing waits."
+    )
 
 
 class Recovery(BaseModel):

@@ -20,8 +20,8 @@ from ustun.store.tables import accounts
 from ustun.webhooks.states import Status
 from ustun.webhooks.tables import attempts, deliveries, endpoints, events
 
-# How many due rows one claim looks at per row it may take (room for per-endpoint caps).
-SCAN_FACTOR = 4
+# `webhook_endpoints.ordering` of an endpoint that takes its deliveries one at a time, in order.
+FIFO = "fifo"
 
 # The event row and, in the same statement, the ids of the endpoints that get a delivery: the
 # account's enabled ones whose filter (`webhooks.patterns.matches`: `*`, an exact type or
@@ -285,6 +285,18 @@ class SqlStore:
         d = deliveries
         found = await conn.execute(
             select(d).where(d.c.id == delivery_id, d.c.account_id == account_id)
+        )
+        return found.first()
+
+    async def fifo_head(self, conn: AsyncConnection, endpoint_id: str) -> Row[Any] | None:
+        """The endpoint's oldest undelivered delivery in its events' commit order, if any."""
+        d = deliveries
+        found = await conn.execute(
+            select(d)
+            .join(events, events.c.id == d.c.event_id)
+            .where(d.c.endpoint_id == endpoint_id, d.c.next_attempt_at.is_not(None))
+            .order_by(events.c.txid, events.c.seq)
+            .limit(1)
         )
         return found.first()
 

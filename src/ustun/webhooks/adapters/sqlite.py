@@ -1,30 +1,42 @@
 """The webhooks store on SQLite: the claim and the settling of outcomes in SQLAlchemy Core.
 
-SQLite has no row locks: the claim runs inside `BEGIN IMMEDIATE`, which serialises writers, and
-reads what sending needs in the same transaction.
+SQLite has no row locks: the claim runs inside `BEGIN IMMEDIATE`, which serialises writers (so
+each endpoint's room is counted by one claim at a time, as the endpoint locks do on PostgreSQL),
+and reads what sending needs in the same transaction.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
-    ColumnElement,
+    Row,
+    Select,
     bindparam,
     func,
     insert,
     literal_column,
+    or_,
     select,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.store import Database, UnitOfWork
-from ustun.webhooks.adapters.common import INSERT_EVENT, SCAN_FACTOR, SqlStore, emit_statement
-from ustun.webhooks.store import CLAIM_ROUNDS, Attempt, Claim, Settlement
-from ustun.webhooks.tables import DUE_PREDICATE, attempts, deliveries, endpoints, events
+from ustun.webhooks.adapters.common import FIFO, INSERT_EVENT, SqlStore, emit_statement
+from ustun.webhooks.store import PACING_HORIZON, Attempt, Claim, Settlement
+from ustun.webhooks.tables import (
+    DUE_PREDICATE,
+    LEASED_PREDICATE,
+    attempts,
+    deliveries,
+    endpoints,
+    events,
+)
 
 # The columns of a `Claim`, in order, read after the claim.
 _COLUMNS = (
@@ -42,6 +54,98 @@ _COLUMNS = (
 )
 # Bind names of a `Settlement` (`id` and the others would clash with the columns' own).
 _UPDATE_KEYS = ("b_id", "b_status", "b_attempts", "b_next")
+_DUE = literal_column(f"{deliveries.name}.{DUE_PREDICATE}", Boolean())
+_LEASED = literal_column(f"{deliveries.name}.{LEASED_PREDICATE}", Boolean())
+# A chosen row's lease (`BEGIN IMMEDIATE` keeps it due between the pick and this update).
+_LEASE = (
+    update(deliveries)
+    .where(deliveries.c.id == bindparam("b_id"))
+    .values(next_attempt_at=bindparam("b_until"))
+)
+_NEXT_SLOT = (
+    update(endpoints)
+    .where(endpoints.c.id == bindparam("b_id"))
+    .values(next_send_at=bindparam("b_next"))
+)
+
+
+def _ready(now: datetime, horizon: datetime, skip: Collection[str]) -> Select[Any]:
+    """The endpoints with a due delivery and a send slot before `horizon`, with how many
+    deliveries each has in flight."""
+    d, w = deliveries, endpoints
+    leased = (
+        select(func.count())
+        .where(d.c.endpoint_id == w.c.id, _LEASED, d.c.next_attempt_at > now)
+        .scalar_subquery()
+    )
+    due = select(d.c.id).where(d.c.endpoint_id == w.c.id, _DUE, d.c.next_attempt_at <= now)
+    return select(
+        w.c.id,
+        w.c.max_in_flight,
+        w.c.rate_limit,
+        w.c.ordering,
+        w.c.next_send_at,
+        leased.label("leased"),
+    ).where(
+        w.c.id.not_in(list(skip)),
+        or_(w.c.rate_limit.is_(None), w.c.next_send_at.is_(None), w.c.next_send_at <= horizon),
+        due.exists(),
+    )
+
+
+def _start(endpoint: Row[Any], now: datetime) -> datetime:
+    """An endpoint's first free send slot from `now`."""
+    return max(now, endpoint.next_send_at or now)
+
+
+def _room(endpoint: Row[Any], now: datetime, horizon: datetime, limit: int) -> int:
+    """How many deliveries a claim may give the endpoint: its cap less what is in flight, and
+    with a rate limit no more than the slots before `horizon`."""
+    cap = 1 if endpoint.ordering == FIFO else endpoint.max_in_flight
+    slots = limit
+    if endpoint.rate_limit is not None:
+        ahead = (horizon - _start(endpoint, now)).total_seconds()
+        slots = math.floor(ahead * endpoint.rate_limit) + 1
+    return min(cap - int(endpoint.leased), slots)
+
+
+def _candidates(endpoint: Row[Any], now: datetime, free: int) -> Select[Any]:
+    """The endpoint's soonest `free` due deliveries; for a FIFO endpoint its head, if due."""
+    d = deliveries
+    if endpoint.ordering != FIFO:
+        return (
+            select(d.c.id, d.c.next_attempt_at)
+            .where(d.c.endpoint_id == endpoint.id, _DUE, d.c.next_attempt_at <= now)
+            .order_by(d.c.next_attempt_at)
+            .limit(free)
+        )
+    head = (
+        select(d.c.id, d.c.next_attempt_at)
+        .join(events, events.c.id == d.c.event_id)
+        .where(d.c.endpoint_id == endpoint.id, _DUE)
+        .order_by(events.c.txid, events.c.seq)
+        .limit(1)
+        .subquery("head")
+    )
+    return select(head).where(head.c.next_attempt_at <= now)
+
+
+def _pace(
+    chosen: list[tuple[datetime, str, str]], ready: dict[str, Row[Any]], now: datetime
+) -> tuple[dict[str, datetime], dict[str, datetime]]:
+    """Each chosen delivery's send time (now, or its endpoint's next slot, `1 / rate` apart) and
+    each rate-limited endpoint's next free slot after them."""
+    send_at: dict[str, datetime] = {}
+    next_slot: dict[str, datetime] = {}
+    for _, delivery_id, endpoint_id in chosen:
+        endpoint = ready[endpoint_id]
+        if endpoint.rate_limit is None:
+            send_at[delivery_id] = now
+        else:
+            step = timedelta(seconds=1 / endpoint.rate_limit)
+            at = next_slot.get(endpoint_id, _start(endpoint, now))
+            send_at[delivery_id], next_slot[endpoint_id] = at, at + step
+    return send_at, next_slot
 
 
 class SqliteStore(SqlStore):
@@ -74,59 +178,38 @@ class SqliteStore(SqlStore):
         now: datetime,
         lease_until: datetime,
         token: str,
-        saturated: Collection[str] = (),
+        skip: Collection[str] = (),
     ) -> list[Claim]:
-        """The claim (serialised by `BEGIN IMMEDIATE`), then the details, in one transaction."""
-        d = deliveries
-        conditions: list[ColumnElement[bool]] = [
-            literal_column(f"{d.name}.{DUE_PREDICATE}", Boolean()),
-            d.c.next_attempt_at <= now,
-        ]
-        if saturated:
-            conditions.append(d.c.endpoint_id.not_in(list(saturated)))
-        due = (
-            select(d.c.id, d.c.endpoint_id, d.c.next_attempt_at)
-            .where(*conditions)
-            .order_by(d.c.next_attempt_at)
-            .limit(limit * SCAN_FACTOR)
-            .subquery("due")
-        )
-        ranked = (
-            select(
-                due.c.id,
-                due.c.next_attempt_at,
-                func.row_number()
-                .over(partition_by=due.c.endpoint_id, order_by=due.c.next_attempt_at)
-                .label("rank"),
-                endpoints.c.max_in_flight,
-            )
-            .join(endpoints, endpoints.c.id == due.c.endpoint_id)
-            .subquery("ranked")
-        )
-        chosen = (
-            select(ranked.c.id)
-            .where(ranked.c.rank <= ranked.c.max_in_flight * CLAIM_ROUNDS)
-            .order_by(ranked.c.next_attempt_at)
-            .limit(limit)
-        )
-        statement = (
-            update(d)
-            .where(d.c.id.in_(chosen))
-            .values(next_attempt_at=lease_until, lease_token=token)
-            .returning(d.c.id)
-        )
+        """The PostgreSQL claim's steps (see `adapters.postgres`), serialised by `BEGIN IMMEDIATE`
+        instead of row locks, then the details, in one transaction."""
+        horizon = now + PACING_HORIZON
         async with db.unit_of_work() as uow:
-            claimed = (await uow.conn.scalars(statement)).all()
-            if not claimed:
+            ready = (await uow.conn.execute(_ready(now, horizon, skip))).all()
+            picked: list[tuple[datetime, str, str]] = []
+            for endpoint in ready:
+                free = _room(endpoint, now, horizon, limit)
+                if free > 0:
+                    found = await uow.conn.execute(_candidates(endpoint, now, free))
+                    picked += [(row.next_attempt_at, row.id, endpoint.id) for row in found]
+            if not picked:
                 return []
+            send_at, next_slot = _pace(sorted(picked)[:limit], {e.id: e for e in ready}, now)
+            await uow.conn.execute(
+                _LEASE.values(lease_token=token),
+                [{"b_id": i, "b_until": lease_until + (at - now)} for i, at in send_at.items()],
+            )
+            if next_slot:
+                await uow.conn.execute(
+                    _NEXT_SLOT, [{"b_id": i, "b_next": at} for i, at in next_slot.items()]
+                )
             details = (
                 select(*_COLUMNS)
-                .join(events, events.c.id == d.c.event_id)
-                .join(endpoints, endpoints.c.id == d.c.endpoint_id)
-                .where(d.c.id.in_(claimed))
+                .join(events, events.c.id == deliveries.c.event_id)
+                .join(endpoints, endpoints.c.id == deliveries.c.endpoint_id)
+                .where(deliveries.c.id.in_(list(send_at)))
             )
             rows = (await uow.conn.execute(details)).all()
-        return [Claim(*row) for row in rows]
+        return [Claim(*row, send_at[row.id]) for row in rows]
 
     async def settle(
         self,
