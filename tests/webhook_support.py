@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -88,6 +89,33 @@ class Receiver:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+
+@dataclass
+class ThreadedReceiver(Receiver):
+    """A `Receiver` on an event loop of its own thread: it stamps each arrival as it comes, however
+    busy the test's own loop is (a stalled loop stamps a burst late, all at once)."""
+
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+
+    async def start(self) -> ThreadedReceiver:
+        loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=loop.run_forever, daemon=True)
+        self._thread.start()
+        self._loop = loop
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(super().start(), loop))
+        return self
+
+    async def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(super().stop(), loop))
+        loop.call_soon_threadsafe(loop.stop)
+        await asyncio.to_thread(thread.join, 10)
+        loop.close()
+        self._loop = self._thread = None
 
 
 def status(code: int, headers: dict[str, str] | None = None) -> Reply:

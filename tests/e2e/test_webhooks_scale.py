@@ -37,7 +37,7 @@ from support import (
     make_pg_database,
     wait_for,
 )
-from webhook_support import Received, Receiver, Reply, sleep, until
+from webhook_support import Received, Receiver, Reply, ThreadedReceiver, sleep, until
 
 pytestmark = pytest.mark.e2e
 
@@ -153,7 +153,8 @@ async def _scenario(
     """Endpoints; half the payments, so that every worker starts with a backlog to share; the
     other half while the workers run and one is killed. Then wait until every receiver has
     every event and the database has nothing left to send."""
-    run.receivers = {"slow": Receiver(), "capped": Receiver(), "rated": Receiver()}
+    # The rate-limited endpoint's receiver stamps arrivals on a loop of its own thread.
+    run.receivers = {"slow": Receiver(), "capped": Receiver(), "rated": ThreadedReceiver()}
     run.receivers |= {f"normal-{n}": Receiver() for n in range(NORMAL_ENDPOINTS)}
     fifo = Receiver()
     run.receivers["slow"].script["/hook"] = replies(sleep(SLOW))
