@@ -108,6 +108,9 @@ class Dispatcher:
         # Endpoints that may have a failing streak to clear on their next success.
         self._failing: set[str] = set()
         self._pacer = Pacer()
+        # Deliveries whose request is over, until their outcome is recorded: the claim does not
+        # count them against their endpoint's room, so a batch's answers free it at once.
+        self._finished: set[str] = set()
 
     async def run(self, stopping: asyncio.Event) -> None:
         """The worker loop: deliver until `stopping` is set, then finish what is in flight."""
@@ -176,6 +179,7 @@ class Dispatcher:
             now=now,
             lease_until=now + timedelta(seconds=self.config.lease),
             token=self.token,
+            finished=self._finished,
         )
         if not claimed:
             return False
@@ -231,7 +235,9 @@ class Dispatcher:
                 "delivery_attempt", outcome.latency_ms / 1000, outcome=outcome.kind
             )
             result = _Result(item, endpoint.id, outcome, attempted_at)
+        self._finished.add(item.id)
         self._results.put_nowait(result)
+        self._wake.set()  # its endpoint has room again, before the outcome is even recorded
 
     async def _send(
         self, http: aiohttp.ClientSession, item: Claim, endpoint: endpoint_ops.Target, body: bytes
@@ -257,7 +263,8 @@ class Dispatcher:
                     "recording %d webhook outcomes failed; leases will retry them", len(results)
                 )
             finally:
-                for _ in results:
+                for result in results:
+                    self._finished.discard(result.claim.id)
                     self._results.task_done()
 
     async def _gather(self) -> list[_Result]:

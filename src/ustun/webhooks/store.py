@@ -111,6 +111,7 @@ class WebhookStore(Protocol):
         lease_until: datetime,
         token: str,
         skip: Collection[str] = (),
+        finished: Collection[str] = (),
     ) -> list[Claim]:
         """Claim up to `limit` due deliveries, each endpoint's within its room across workers.
 
@@ -118,7 +119,9 @@ class WebhookStore(Protocol):
         flight in any worker, and with a rate limit the slots before `now + PACING_HORIZON`;
         a FIFO endpoint offers only its head (its oldest undelivered event's delivery), and
         only once it is due. The cost grows with the batch and the number of endpoints, never
-        with a backlog. `skip` names endpoints not to take. Runs in a transaction of its own;
+        with a backlog. `skip` names endpoints not to take; `finished` this worker's leased
+        deliveries whose request is over but whose outcome is not recorded yet (no longer in
+        flight at the receiver, so not counted against its room). Runs in a transaction of its own;
         each row is leased until `lease_until` plus its wait for `send_at`.
         """
         ...

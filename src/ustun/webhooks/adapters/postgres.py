@@ -75,7 +75,8 @@ FOR NO KEY UPDATE OF w SKIP LOCKED
 # backlog, nobody else's. Rows are updated through `= ANY(ARRAY(...))`, by primary key (with
 # `IN (...)` the planner hash-joined them against a sequential scan of the whole table), and
 # only while still due (a late settle may have finished one since it was picked).
-# $1 now, $2 locked endpoints, $3 limit, $4 lease end, $5 lease token, $6 the horizon's end.
+# $1 now, $2 locked endpoints, $3 limit, $4 lease end, $5 lease token, $6 the horizon's end,
+# $7 leased rows whose request is over (their outcome not recorded yet: not in flight).
 _CLAIM = f"""
 WITH room AS (
     SELECT w.id, w.rate_limit, w.ordering = '{FIFO}' AS fifo,
@@ -83,7 +84,8 @@ WITH room AS (
         least(
             CASE WHEN w.ordering = '{FIFO}' THEN 1 ELSE w.max_in_flight END - (
                 SELECT count(*) FROM webhook_deliveries l WHERE l.endpoint_id = w.id
-                    AND l.{LEASED_PREDICATE} AND l.next_attempt_at > $1),
+                    AND l.{LEASED_PREDICATE} AND l.next_attempt_at > $1
+                    AND l.id <> ALL($7::text[])),
             CASE WHEN w.rate_limit IS NULL THEN $3
                 ELSE 1 + floor(w.rate_limit
                     * extract(epoch FROM $6::timestamptz - greatest(w.next_send_at, $1)))::int
@@ -194,6 +196,7 @@ class PostgresStore(SqlStore):
         lease_until: datetime,
         token: str,
         skip: Collection[str] = (),
+        finished: Collection[str] = (),
     ) -> list[Claim]:
         """Lock the ready endpoints, then claim within their room, in a short transaction of its
         own on the autocommit pool."""
@@ -203,7 +206,9 @@ class PostgresStore(SqlStore):
             ready = [row[0] for row in await conn.fetch(_READY, now, list(skip), horizon)]
             if not ready:
                 return []
-            rows = await conn.fetch(_CLAIM, now, ready, limit, lease_until, token, horizon)
+            rows = await conn.fetch(
+                _CLAIM, now, ready, limit, lease_until, token, horizon, list(finished)
+            )
         return [Claim(*row) for row in rows]
 
     async def settle(

@@ -69,13 +69,20 @@ _NEXT_SLOT = (
 )
 
 
-def _ready(now: datetime, horizon: datetime, skip: Collection[str]) -> Select[Any]:
+def _ready(
+    now: datetime, horizon: datetime, skip: Collection[str], finished: Collection[str]
+) -> Select[Any]:
     """The endpoints with a due delivery and a send slot before `horizon`, with how many
-    deliveries each has in flight."""
+    deliveries each has in flight (leased, less those whose request is over)."""
     d, w = deliveries, endpoints
     leased = (
         select(func.count())
-        .where(d.c.endpoint_id == w.c.id, _LEASED, d.c.next_attempt_at > now)
+        .where(
+            d.c.endpoint_id == w.c.id,
+            _LEASED,
+            d.c.next_attempt_at > now,
+            d.c.id.not_in(list(finished)),
+        )
         .scalar_subquery()
     )
     due = select(d.c.id).where(d.c.endpoint_id == w.c.id, _DUE, d.c.next_attempt_at <= now)
@@ -179,12 +186,13 @@ class SqliteStore(SqlStore):
         lease_until: datetime,
         token: str,
         skip: Collection[str] = (),
+        finished: Collection[str] = (),
     ) -> list[Claim]:
         """The PostgreSQL claim's steps (see `adapters.postgres`), serialised by `BEGIN IMMEDIATE`
         instead of row locks, then the details, in one transaction."""
         horizon = now + PACING_HORIZON
         async with db.unit_of_work() as uow:
-            ready = (await uow.conn.execute(_ready(now, horizon, skip))).all()
+            ready = (await uow.conn.execute(_ready(now, horizon, skip, finished))).all()
             picked: list[tuple[datetime, str, str]] = []
             for endpoint in ready:
                 free = _room(endpoint, now, horizon, limit)
