@@ -35,6 +35,7 @@ async def _claim(
     skip: tuple[str, ...] = (),
     *,
     later: timedelta = timedelta(0),
+    finished: tuple[str, ...] = (),
 ) -> list[Claim]:
     """A claim (made `later` than now) that leaves alone every other test's endpoints."""
     async with db.read() as conn:
@@ -44,7 +45,7 @@ async def _claim(
         skipped = [*others, *skip]
     now = clock.now() + later
     return await for_database(db).claim(
-        db, limit=20, now=now, lease_until=now + LEASE, token=token, skip=skipped
+        db, limit=20, now=now, lease_until=now + LEASE, token=token, skip=skipped, finished=finished
     )
 
 
@@ -77,6 +78,20 @@ async def test_settled_deliveries_free_their_room_and_a_dead_workers_free_at_its
     # Workers a and b died holding one each: once their leases end, so do their slots.
     after = await _claim(db, account_id, "lease_c", later=LEASE + timedelta(seconds=1))
     assert {item.id for item in after} == {first[1].id, third.id}
+
+
+async def test_a_finished_request_frees_its_slot_before_its_outcome_is_recorded(
+    db: Database, account_id: str, make_endpoint: MakeEndpoint
+) -> None:
+    await make_endpoint(URL, max_in_flight=2)
+    await _queue(db, account_id, 4)
+    first = await _claim(db, account_id, "lease_a")
+    assert len(first) == 2
+    assert await _claim(db, account_id, "lease_b") == []
+    # Worker a's first request is over; its outcome is still on the way to the database.
+    (next_one,) = await _claim(db, account_id, "lease_a", finished=(first[0].id,))
+    assert next_one.id not in {item.id for item in first}
+    assert await _claim(db, account_id, "lease_a", finished=(first[0].id,)) == []
 
 
 async def test_a_rate_limited_endpoint_gets_its_slots_within_the_horizon_spaced_apart(
