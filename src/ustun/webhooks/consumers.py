@@ -17,6 +17,7 @@ out broker restarts (aio-pika's robust connection, nats-py's reconnect).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from aio_pika.abc import AbstractIncomingMessage
     from nats.aio.msg import Msg
 
+# How long a stopping consumer waits for the broker to say goodbye.
+CLOSE_WAIT = 5.0
 log = logging.getLogger("ustun.webhooks.consumers")
 
 Secrets = Secret | str | Iterable[Secret | str]
@@ -171,6 +174,7 @@ async def consume_nats(
         await (message.ack() if taken else message.term())
 
     client = await nats.connect(url, max_reconnect_attempts=-1)
+    pull = None
     try:
         pull = await client.jetstream().pull_subscribe(subject, durable, stream=stream)
         log.info("consuming %s subject %r as %r", redact(url), subject, durable)
@@ -185,4 +189,10 @@ async def consume_nats(
                 continue
             await asyncio.gather(*(one(m) for m in messages))
     finally:
-        await client.close()
+        # The pull subscription's own tasks end with it, before the connection closes: left to
+        # the closing loop, they could keep its shutdown waiting.
+        if pull is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(pull.unsubscribe(), CLOSE_WAIT)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(client.close(), CLOSE_WAIT)
