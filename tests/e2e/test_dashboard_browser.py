@@ -297,6 +297,28 @@ def test_create_endpoint_see_failed_attempt_retry_and_succeed(
     assert re.search(r'ustun_webhook_delivery_attempts_total\{outcome="succeeded"\} [1-9]', scraped)
 
 
+def test_create_a_broker_endpoint_from_the_form(page: Page, service: Service) -> None:
+    # An account of its own: no event of the other tests goes to this unreachable broker.
+    log_in(page, service, service.new_key("broker-owner"))
+    page.get_by_role("link", name="Endpoints").click()
+    page.get_by_label("Kind").select_option("nats")
+    page.get_by_label("URL", exact=True).fill("nats://dash-user:Pw-3e5d1@broker.example.com:4222")
+    page.get_by_label("Exchange or subject").fill("ustun.events")
+    page.get_by_label("Signature").select_option("ed25519")
+    page.get_by_role("button", name="Create endpoint").click()
+    expect(page.locator("[data-secret]")).to_contain_text("whpk_")
+    public_key = page.locator("[data-secret]").inner_text().strip()
+
+    page.locator("[data-created] a").click()
+    details = page.locator(".details")
+    expect(details).to_contain_text("nats")
+    expect(details).to_contain_text("ustun.events")
+    expect(details).to_contain_text("nats://broker.example.com:4222")
+    expect(details).to_contain_text(public_key)
+    assert "Pw-3e5d1" not in page.content()
+    assert "dash-user" not in page.content()
+
+
 def test_a_second_account_sees_nothing_of_the_first(
     browser: Browser, service: Service, receiver: Receiver
 ) -> None:

@@ -5,16 +5,24 @@ from __future__ import annotations
 import html
 import re
 import uuid
+from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
-from dashboard_support import SECRET, create_endpoint, log_in
+from dashboard_support import ENDPOINT, SECRET, create_endpoint, log_in
 from ustun.service.plumbing.accounts import create_key
 
 EVENT = re.compile(r"/dashboard/events/(evt_[A-Za-z0-9]+)")
 DELIVERY = re.compile(r"/dashboard/deliveries/(dlv_[A-Za-z0-9]+)")
 ETAG = re.compile(r'name="etag" value="([^"]+)"')
+ALERT = re.compile(r'<p class="error" role="alert">(.*?)</p>', re.DOTALL)
+PUBLIC_KEY = re.compile(r"whpk_[A-Za-z0-9+/=]+")
+SHOWN_KEY = re.compile(r"<p class=\"secret\" id=\"secret\" data-secret>([^<]*)</p>")
+# A broker URL's credentials: kept encrypted, never on a page.
+BROKER_USER, BROKER_PASSWORD = "dash-user", "Pw-7c1f0e9a"
+AMQP_URL = f"amqps://{BROKER_USER}:{BROKER_PASSWORD}@broker.example.com/orders-vhost"
 
 
 async def _etag(browser: httpx.AsyncClient, endpoint_id: str) -> str:
@@ -216,3 +224,194 @@ async def test_the_endpoint_page_shows_the_signature_scheme(
     assert "whsk_" not in rotated.text
     assert made["public_key"] not in html.unescape(rotated.text)
     assert "whpk_" in rotated.text
+
+
+async def _post_endpoint(browser: httpx.AsyncClient, csrf: str, **fields: str) -> httpx.Response:
+    """Post the dashboard's "add an endpoint" form with `fields`."""
+    answer = await browser.post("/dashboard/endpoints", data={"csrf_token": csrf, **fields})
+    assert answer.status_code == 200, answer.text
+    return answer
+
+
+def _alert(page: str) -> str:
+    """The text of the page's error message."""
+    found = ALERT.search(page)
+    assert found, page
+    return html.unescape(found.group(1))
+
+
+@pytest.mark.parametrize(
+    ("kind", "url", "name", "label", "shown_url"),
+    [
+        ("rabbitmq", AMQP_URL, "orders", "Exchange", "amqps://broker.example.com/orders-vhost"),
+        (
+            "nats",
+            "tls://broker.example.com:4222",
+            "ustun.events",
+            "Subject",
+            "tls://broker.example.com:4222",
+        ),
+    ],
+)
+async def test_the_form_creates_a_broker_endpoint(
+    app: FastAPI,
+    browser: httpx.AsyncClient,
+    api_key: str,
+    kind: str,
+    url: str,
+    name: str,
+    label: str,
+    shown_url: str,
+) -> None:
+    csrf = await log_in(browser, api_key)
+    created = await _post_endpoint(
+        browser, csrf, kind=kind, url=url, destination=name, events="payment.*"
+    )
+    assert 'role="alert"' not in created.text
+    assert created.headers["cache-control"] == "no-store"
+    shown = SHOWN_KEY.search(created.text)
+    assert shown, created.text
+    assert SECRET.fullmatch(shown.group(1))
+    endpoint_id = ENDPOINT.search(created.text)
+    assert endpoint_id, created.text
+    assert f"{kind}: {shown_url}" in created.text
+
+    page = (await browser.get(f"/dashboard/endpoints/{endpoint_id.group(1)}")).text
+    assert f"<dt>Kind</dt><dd>{kind}</dd>" in page
+    assert f"<dt>{label}</dt><dd><code>{name}</code></dd>" in page
+    assert f"<dt>URL</dt><dd>{shown_url}</dd>" in page
+    assert shown.group(1) not in page
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://testserver",
+        headers={"authorization": f"Bearer {api_key}"},
+    ) as api:
+        stored = (await api.get(f"/v1/webhook-endpoints/{endpoint_id.group(1)}")).json()
+    assert {k: stored[k] for k in ("kind", "url", "exchange", "subject", "events")} == {
+        "kind": kind,
+        "url": shown_url,
+        "exchange": name if kind == "rabbitmq" else None,
+        "subject": name if kind == "nats" else None,
+        "events": ["payment.*"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("form", "body"),
+    [
+        (
+            {"kind": "rabbitmq", "url": AMQP_URL},
+            {"kind": "rabbitmq", "url": AMQP_URL},
+        ),
+        (
+            {"kind": "nats", "url": "nats://broker.example.com", "destination": "events.>"},
+            {"kind": "nats", "url": "nats://broker.example.com", "subject": "events.>"},
+        ),
+        (
+            {"kind": "rabbitmq", "url": "nats://broker.example.com", "destination": "orders"},
+            {"kind": "rabbitmq", "url": "nats://broker.example.com", "exchange": "orders"},
+        ),
+        (
+            {"kind": "nats", "url": "nats://10.1.2.3:4222", "destination": "ustun.events"},
+            {"kind": "nats", "url": "nats://10.1.2.3:4222", "subject": "ustun.events"},
+        ),
+        (
+            {"kind": "kafka", "url": "https://example.com/k"},
+            {"kind": "kafka", "url": "https://example.com/k"},
+        ),
+        (
+            {"url": "https://example.com/s", "signature": "rsa"},
+            {"url": "https://example.com/s", "signature": "rsa"},
+        ),
+    ],
+)
+async def test_a_refused_broker_endpoint_shows_the_apis_message(
+    app: FastAPI,
+    browser: httpx.AsyncClient,
+    api_key: str,
+    form: dict[str, str],
+    body: dict[str, Any],
+) -> None:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://testserver",
+        headers={"authorization": f"Bearer {api_key}"},
+    ) as api:
+        problem = (await api.post("/v1/webhook-endpoints", json=body)).json()
+    assert problem["type"].endswith("/validation-error"), problem
+    csrf = await log_in(browser, api_key)
+    refused = await _post_endpoint(browser, csrf, **form)
+    assert problem["errors"][0]["message"] in _alert(refused.text)
+    assert "data-created" not in refused.text
+    assert "No endpoints yet." in refused.text
+    assert BROKER_PASSWORD not in refused.text
+
+
+async def test_an_http_endpoint_takes_no_exchange_or_subject(
+    browser: httpx.AsyncClient, api_key: str
+) -> None:
+    csrf = await log_in(browser, api_key)
+    refused = await _post_endpoint(
+        browser, csrf, kind="http", url="https://example.com/h", destination="orders"
+    )
+    assert "leave that field empty" in _alert(refused.text)
+    assert "No endpoints yet." in refused.text
+
+
+async def test_an_ed25519_endpoint_shows_its_public_key_not_a_secret(
+    browser: httpx.AsyncClient, api_key: str
+) -> None:
+    csrf = await log_in(browser, api_key)
+    created = await _post_endpoint(
+        browser,
+        csrf,
+        kind="nats",
+        url="nats://broker.example.com",
+        destination="ustun.signed",
+        signature="ed25519",
+    )
+    shown = SHOWN_KEY.search(created.text)
+    assert shown, created.text
+    assert PUBLIC_KEY.fullmatch(shown.group(1))
+    assert "whsec_" not in created.text
+    assert "whsk_" not in created.text
+    endpoint_id = ENDPOINT.search(created.text)
+    assert endpoint_id
+    page = (await browser.get(f"/dashboard/endpoints/{endpoint_id.group(1)}")).text
+    assert "<dd>ed25519 (<code>v1a</code>)</dd>" in page
+    assert f"<dt>Public key</dt><dd><code>{shown.group(1)}</code></dd>" in page
+
+
+async def test_no_dashboard_page_shows_a_broker_urls_credentials(
+    browser: httpx.AsyncClient, api_key: str
+) -> None:
+    csrf = await log_in(browser, api_key)
+    created = await _post_endpoint(
+        browser, csrf, kind="rabbitmq", url=AMQP_URL, destination="orders"
+    )
+    found = ENDPOINT.search(created.text)
+    assert found
+    endpoint_id = found.group(1)
+    base = f"/dashboard/endpoints/{endpoint_id}"
+    pages = {"the creation": created.text}
+    for path in (
+        "/dashboard",
+        "/dashboard/endpoints",
+        base,
+        "/dashboard/events",
+        "/dashboard/deliveries",
+        f"/dashboard/deliveries?endpoint_id={endpoint_id}",
+    ):
+        answer = await browser.get(path)
+        assert answer.status_code == 200, path
+        pages[path] = answer.text
+    pages["the rotation"] = (await browser.post(f"{base}/rotate", data={"csrf_token": csrf})).text
+    etag = await _etag(browser, endpoint_id)
+    disabled = await browser.post(
+        f"{base}/enabled", data={"csrf_token": csrf, "enabled": "false", "etag": etag}
+    )
+    pages["the disabled endpoint"] = (await browser.get(disabled.headers["location"])).text
+    assert "<dd>amqps://broker.example.com/orders-vhost</dd>" in pages[base]
+    for name, shown in pages.items():
+        assert BROKER_PASSWORD not in shown, name
+        assert BROKER_USER not in shown, name

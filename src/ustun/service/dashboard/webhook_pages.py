@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
@@ -80,6 +80,8 @@ async def _endpoints_page(
         who,
         nav="endpoints",
         endpoints=listing,
+        kinds=get_args(webhook_endpoints.Kind),
+        schemes=signing.SCHEMES,
         created=created,
         error=error,
         flashes=_flashes(done),
@@ -94,20 +96,47 @@ async def endpoints(
     return await _endpoints_page(request, who, cursor, done=done)
 
 
+def _destination(kind: str, name: str) -> dict[str, str]:
+    """The form's "exchange or subject" as the API body's field: `exchange` for a rabbitmq
+    endpoint, `subject` for a nats one; no other kind takes it."""
+    if not name:
+        return {}
+    field = operations.DESTINATION_FIELD.get(kind)
+    if field is None:
+        raise ProblemError(
+            "validation-error",
+            "Only a rabbitmq endpoint (its exchange) or a nats endpoint (its subject) takes an "
+            "exchange or subject: leave that field empty.",
+        )
+    return {field: name}
+
+
 @router.post("/endpoints")
 async def create_endpoint(
     request: Request,
     who: Posting,
     url: Annotated[str, Form(max_length=2048)],
+    kind: Annotated[str, Form(max_length=16)] = "http",
+    destination: Annotated[str, Form(max_length=255)] = "",
     events: Annotated[str, Form(max_length=2000)] = "*",
     description: Annotated[str, Form(max_length=500)] = "",
     payload: Annotated[str, Form(max_length=8)] = "full",
+    signature: Annotated[str, Form(max_length=16)] = signing.HMAC_SHA256,
 ) -> Response:
-    """Create an endpoint and show its signing secret, this once."""
+    """Create an endpoint (HTTP or broker, as the API's body) and show its signing secret this
+    once, or its public key."""
     patterns = [p.strip() for p in events.replace(",", " ").split() if p.strip()] or ["*"]
     try:
-        body = webhook_endpoints.EndpointIn(
-            url=url.strip(), events=patterns, description=description, payload=payload
+        body = webhook_endpoints.EndpointIn.model_validate(
+            {
+                "kind": kind,
+                "url": url.strip(),
+                **_destination(kind, destination.strip()),
+                "events": patterns,
+                "description": description,
+                "payload": payload,
+                "signature": signature,
+            }
         )
         settings = request.app.state.settings
         row, secret = await operations.create_endpoint(
