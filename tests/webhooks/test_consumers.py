@@ -1,6 +1,7 @@
 """Broker consumers on the real RabbitMQ and NATS, into a database inbox (SQLite, PostgreSQL):
 each event handled once whatever the transport and however often it arrives; forged messages
-rejected; consumers that ride out a broker going away."""
+rejected; a message whose handler gave up delivered again until it is handled; consumers that
+ride out a broker going away."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from broker_support import (
     unique,
 )
 from ustun.http.signature import Secret
+from ustun.store import Database
 from ustun.webhooks.brokers import Brokers, Destination
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
 from ustun.webhooks.consumers import consume_nats, consume_rabbitmq
@@ -162,6 +164,38 @@ async def test_a_forged_message_is_rejected_not_handled_nor_redelivered(
             await until(setup.settled, what="nothing waiting or unacknowledged")
     assert handled == {genuine.id: 1}
     assert inbox.claims == 1
+
+
+@pytest.mark.parametrize("kind", [RABBITMQ, NATS])
+async def test_a_message_whose_handler_gave_up_comes_again_until_it_is_handled(
+    kind: str, db: Database
+) -> None:
+    """The handler fails the event's first 2 runs (one attempt each): each time the message goes
+    back to the broker and, past the inbox's lease, runs the handler again; the third run succeeds
+    and the message is acknowledged. The other messages are not held up meanwhile."""
+    inbox = CountingInbox(db, lease=0.3)
+    flaky, others = event(SECRET), [event(SECRET) for _ in range(3)]
+    runs: list[tuple[str, bool]] = []  # (event id, whether the handler succeeded), in order
+    handlers = Handlers(attempts=1, backoff=0.01)
+
+    @handlers.on("payment.*")
+    async def fails_twice(got: dict[str, Any]) -> None:
+        fails = got["id"] == flaky.id and len(_runs_of(flaky, runs)) < 2
+        runs.append((got["id"], not fails))
+        if fails:
+            raise RuntimeError("not yet")
+
+    async with SETUPS[kind]() as setup:
+        await publish_all(setup.destination, [flaky, *others])
+        async with running(setup.consumer(inbox, handlers, secret=str(SECRET))):
+            await until(lambda: _ready((flaky.id, True) in runs), what="the event handled at last")
+            await until(setup.settled, what="nothing waiting or unacknowledged")
+    assert _runs_of(flaky, runs) == [False, False, True]
+    assert sorted(runs[:4]) == sorted([(flaky.id, False), *((e.id, True) for e in others)])
+
+
+def _runs_of(sent: Event, runs: list[tuple[str, bool]]) -> list[bool]:
+    return [succeeded for event_id, succeeded in runs if event_id == sent.id]
 
 
 async def test_without_a_secret_the_event_id_comes_from_the_message(

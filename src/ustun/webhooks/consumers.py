@@ -8,7 +8,11 @@ and the same `Handlers` as the HTTP receiver, so each event runs its handler onc
 
 Each message is verified (with a secret), claimed in the inbox by its event id, handled (retried
 as `Handlers` does), and acknowledged only after the inbox has recorded it; a duplicate is
-acknowledged without running anything, a message that fails verification is rejected. Queued
+acknowledged without running anything, a message that fails verification is rejected. A message
+whose handler gave up (every attempt failed) is not acknowledged: it goes back to the broker to
+come again once the inbox's `lease` has passed, when the inbox lets its id be claimed again, so
+the handler runs again then, until it succeeds (NATS: a nak delayed by the lease; RabbitMQ, which
+cannot delay a nack: the message is held unacknowledged that long, then requeued). Queued
 messages may be old, so the signature's timestamp is not checked unless `tolerance` is given.
 The queue or stream is the operator's to create; both functions run until cancelled, riding
 out broker restarts (aio-pika's robust connection, nats-py's reconnect).
@@ -22,6 +26,7 @@ import json
 import logging
 import math
 from collections.abc import Iterable, Mapping
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from ustun.http.errors import SignatureError
@@ -45,10 +50,22 @@ DEFAULT_PREFETCH = 16
 FETCH_WAIT = 1.0
 # After a failed fetch, or before handing back a message the inbox could not take (database down).
 PAUSE = 0.5
+# Added to the inbox's lease before a message whose handler gave up comes again, so that its
+# claim has surely lapsed (clocks of several consumers may differ a little).
+RETRY_MARGIN = 1.0
+
+
+class Outcome(Enum):
+    """What a consumer tells the broker about one message."""
+
+    ACK = "ack"  # handled, or a duplicate: forget it
+    REJECT = "reject"  # cannot be verified or read: never deliver it again
+    RETRY = "retry"  # the handler gave up: deliver it again after `Intake.retry_delay`
 
 
 class Intake:
-    """What every consumer does with one message: verify, claim, handle; True means acknowledge."""
+    """What every consumer does with one message: verify, claim, handle; the `Outcome` says what
+    to tell the broker."""
 
     def __init__(
         self, inbox: Inbox, handlers: Handlers, secret: Secrets | None, tolerance: float
@@ -58,6 +75,12 @@ class Intake:
         self.secrets = None if secret is None else _secret_list(secret)
         self.tolerance = tolerance
         self._prepared = False
+
+    @property
+    def retry_delay(self) -> float:
+        """Seconds before a message whose handler gave up may come again: the inbox's lease
+        (sooner, its claim would still hold and the message would pass for a duplicate)."""
+        return self.inbox.lease + RETRY_MARGIN
 
     def _read(
         self, headers: Mapping[str, str], body: bytes, message_id: str | None
@@ -74,20 +97,25 @@ class Intake:
             raise ValueError("the message carries no event id")
         return event_id, event
 
-    async def take(self, headers: Mapping[str, str], body: bytes, message_id: str | None) -> bool:
-        """Handle the message unless its id was seen; False when it must be rejected."""
+    async def take(
+        self, headers: Mapping[str, str], body: bytes, message_id: str | None
+    ) -> Outcome:
+        """Handle the message unless its id was seen."""
         try:
             event_id, event = self._read(headers, body, message_id)
         except (SignatureError, ValueError) as exc:
             log.warning("rejected a broker message %s: %s", message_id, exc)
-            return False
+            return Outcome.REJECT
         if not self._prepared:
             await self.inbox.prepare()
             self._prepared = True
         event_type = str(event.get("type", ""))
-        if await self.inbox.claim(event_id, event_type):
-            await self.handlers.handle(self.inbox, event_id, event_type, event)
-        return True
+        if not await self.inbox.claim(event_id, event_type):
+            return Outcome.ACK
+        if await self.handlers.handle(self.inbox, event_id, event_type, event):
+            return Outcome.ACK
+        log.warning("event %s handed back; it comes again in %.1f s", event_id, self.retry_delay)
+        return Outcome.RETRY
 
 
 def _secret_list(secret: Secrets) -> list[Secret | str]:
@@ -115,15 +143,18 @@ async def consume_rabbitmq(
     """Consume `queue` (declared and bound by the operator) until cancelled.
 
     Up to `prefetch` messages are handled at once; an unacknowledged one returns to the queue
-    when the connection drops, and its redelivery is deduplicated by the inbox.
+    when the connection drops, and its redelivery is deduplicated by the inbox. A message whose
+    handler gave up keeps its place among the `prefetch` while it waits to be requeued.
     """
     import aio_pika
 
     intake = Intake(inbox, handlers, secret, tolerance)
 
     async def on_message(message: AbstractIncomingMessage) -> None:
+        # aio-pika runs each delivery's callback in a task of its own (cancelled when the channel
+        # closes), so a message waiting here holds up no other.
         try:
-            taken = await intake.take(
+            outcome = await intake.take(
                 _text_headers(message.headers), message.body, message.message_id
             )
         except Exception:
@@ -131,7 +162,13 @@ async def consume_rabbitmq(
             await asyncio.sleep(PAUSE)
             await message.nack(requeue=True)
             return
-        await (message.ack() if taken else message.reject(requeue=False))
+        if outcome is Outcome.ACK:
+            await message.ack()
+        elif outcome is Outcome.REJECT:
+            await message.reject(requeue=False)
+        else:
+            await asyncio.sleep(intake.retry_delay)
+            await message.nack(requeue=True)
 
     connection = await aio_pika.connect_robust(url)
     async with connection:
@@ -166,12 +203,17 @@ async def consume_nats(
     async def one(message: Msg) -> None:
         headers = message.headers or {}
         try:
-            taken = await intake.take(headers, message.data, headers.get(MSG_ID_HEADER))
+            outcome = await intake.take(headers, message.data, headers.get(MSG_ID_HEADER))
         except Exception:
             log.exception("the inbox could not take a message; it will be redelivered")
             await message.nak(delay=PAUSE)
             return
-        await (message.ack() if taken else message.term())
+        if outcome is Outcome.ACK:
+            await message.ack()
+        elif outcome is Outcome.REJECT:
+            await message.term()
+        else:
+            await message.nak(delay=intake.retry_delay)
 
     client = await nats.connect(url, max_reconnect_attempts=-1)
     pull = None

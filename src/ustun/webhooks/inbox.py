@@ -25,6 +25,9 @@ DEFAULT_LEASE = 60.0
 class Inbox(Protocol):
     """Where a receiver records the ids it has seen."""
 
+    # Seconds after a claim when the id, if its handler has not finished, may be claimed again.
+    lease: float
+
     async def prepare(self) -> None:
         """Make the inbox ready (its table exists); the receiver runs it once, first."""
         ...
