@@ -4,12 +4,13 @@ One loop per worker process, with no SQL of its own: every read and write goes t
 webhooks store (`webhooks.store`, one adapter per dialect). It claims in batches with a lease
 (a claim brings the events along); the database gives each endpoint no more than its room
 across every worker (`max_in_flight`, FIFO order, rate-limit slots), so each claimed delivery is
-sent at once, or at the send time its claim gave it. It keeps endpoints decrypted until their
-version changes, sends with one shared aiohttp session or publishes through the broker pool
-(`webhooks.brokers`), and hands outcomes to a writer task that
-records them in batched transactions (which frees their endpoints' room). It sleeps until an
-event is committed (PostgreSQL LISTEN/NOTIFY, the in-process doorbell), a retry falls due,
-outcomes are recorded, or the poll interval passes.
+sent at once, or at the send time its claim gave it; a claim skips the endpoints this worker's
+own requests already fill. It keeps endpoints decrypted until their version changes, sends with
+one shared aiohttp session or publishes through the broker pool (`webhooks.brokers`), and hands
+outcomes to a writer task that records them in batched transactions. A finished request frees
+its endpoint's room at once (the claim does not count it), before its outcome is recorded. It
+sleeps until an event is committed (PostgreSQL LISTEN/NOTIFY, the in-process doorbell), a
+request finishes, a retry falls due, or the poll interval passes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -111,6 +113,8 @@ class Dispatcher:
         # Deliveries whose request is over, until their outcome is recorded: the claim does not
         # count them against their endpoint's room, so a batch's answers free it at once.
         self._finished: set[str] = set()
+        # Requests under way by endpoint: a claim skips the endpoints this worker alone fills.
+        self._sending: Counter[str] = Counter()
 
     async def run(self, stopping: asyncio.Event) -> None:
         """The worker loop: deliver until `stopping` is set, then finish what is in flight."""
@@ -180,6 +184,7 @@ class Dispatcher:
             lease_until=now + timedelta(seconds=self.config.lease),
             token=self.token,
             finished=self._finished,
+            skip=self._full(),
         )
         if not claimed:
             return False
@@ -194,11 +199,20 @@ class Dispatcher:
                 body = bodies[(item.event_id, endpoint.payload)] = _body(
                     item, endpoint.payload, self.config.public_url
                 )
+            self._sending[endpoint.id] += 1
             task = asyncio.create_task(self._deliver(http, item, endpoint, body))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         # A full batch may have left more due; endpoints at their room wait for outcomes.
         return len(claimed) == room
+
+    def _full(self) -> list[str]:
+        """The endpoints whose room this worker's own requests fill: no claim can take any."""
+        return [
+            endpoint_id
+            for endpoint_id, sending in self._sending.items()
+            if endpoint_id in self._endpoints and sending >= self._endpoints[endpoint_id].room
+        ]
 
     async def _targets(self, claimed: list[Claim], now: datetime) -> dict[str, endpoint_ops.Target]:
         """The claimed rows' endpoints, secrets decrypted; kept until their version changes."""
@@ -236,6 +250,9 @@ class Dispatcher:
             )
             result = _Result(item, endpoint.id, outcome, attempted_at)
         self._finished.add(item.id)
+        self._sending[endpoint.id] -= 1
+        if not self._sending[endpoint.id]:
+            del self._sending[endpoint.id]
         self._results.put_nowait(result)
         self._wake.set()  # its endpoint has room again, before the outcome is even recorded
 
@@ -339,8 +356,8 @@ class Dispatcher:
         async with self.db.unit_of_work() as uow:
             await self.store.settle(uow, batch.updates, batch.attempts, now=now, token=self.token)
             await self._endpoint_health(uow, batch, now)
-        # The settled deliveries' endpoints have room again (and a retry may be due).
-        self._wake.set()
+        if any(update.next_attempt_at is not None for update in batch.updates):
+            self._wake.set()  # a retry may now be due sooner than the loop's next wake
 
     async def _endpoint_health(self, uow: UnitOfWork, batch: _Batch, now: datetime) -> None:
         """Clear or start each endpoint's failing streak; disable on 410 or 5 days of failure."""

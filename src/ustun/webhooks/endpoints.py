@@ -18,6 +18,7 @@ from ustun.webhooks.adapters import for_connection
 from ustun.webhooks.brokers.destinations import Destination, redact
 from ustun.webhooks.outbox import ENDPOINT_DISABLED, emit
 from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.tables import FIFO
 
 DEFAULT_MAX_IN_FLIGHT = 8
 HTTP = "http"
@@ -44,6 +45,8 @@ class Target:
     signing_until: datetime | None
     # Where a broker endpoint publishes (its URL decrypted); None for HTTP.
     destination: Destination | None = None
+    # How many of its deliveries may be in flight at once, across every worker (1 if FIFO).
+    room: int = DEFAULT_MAX_IN_FLIGHT
 
     def current(self, version: int, now: datetime) -> bool:
         """Whether this is still right for the endpoint at `version`, at `now`."""
@@ -80,6 +83,7 @@ def target(box: SecretBox, row: Row[Any], now: datetime) -> Target:
         row.version,
         row.previous_secret_expires_at if len(signing) > 1 else None,
         destination(box, row),
+        1 if row.ordering == FIFO else row.max_in_flight,
     )
 
 

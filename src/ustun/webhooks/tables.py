@@ -26,6 +26,8 @@ from ustun.store.types import UTCDateTime
 DUE_PREDICATE = "next_attempt_at IS NOT NULL"
 # The deliveries a worker holds: claimed (`next_attempt_at` is the lease's end) and not settled.
 LEASED_PREDICATE = "lease_token IS NOT NULL"
+# `webhook_endpoints.ordering` of an endpoint that takes one delivery at a time, in commit order.
+FIFO = "fifo"
 
 endpoints = Table(
     "webhook_endpoints",

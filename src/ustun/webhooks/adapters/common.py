@@ -21,7 +21,6 @@ from ustun.webhooks.states import Status
 from ustun.webhooks.tables import attempts, deliveries, endpoints, events
 
 # `webhook_endpoints.ordering` of an endpoint that takes its deliveries one at a time, in order.
-FIFO = "fifo"
 
 # The event row and, in the same statement, the ids of the endpoints that get a delivery: the
 # account's enabled ones whose filter (`webhooks.patterns.matches`: `*`, an exact type or

@@ -20,9 +20,9 @@ from ustun.store import Database, UnitOfWork
 from ustun.store.listen import Listener
 from ustun.store.statements import Statement
 from ustun.store.uow import asyncpg_connection
-from ustun.webhooks.adapters.common import FIFO, INSERT_EVENT, SqlStore, emit_statement
+from ustun.webhooks.adapters.common import INSERT_EVENT, SqlStore, emit_statement
 from ustun.webhooks.store import PACING_HORIZON, Attempt, Claim, Settlement
-from ustun.webhooks.tables import DUE_PREDICATE, LEASED_PREDICATE
+from ustun.webhooks.tables import DUE_PREDICATE, FIFO, LEASED_PREDICATE
 from ustun.webhooks.wakeup import CHANNEL
 
 # Settings for the claim's own short transaction, sent in one round trip:

@@ -27,10 +27,11 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.store import Database, UnitOfWork
-from ustun.webhooks.adapters.common import FIFO, INSERT_EVENT, SqlStore, emit_statement
+from ustun.webhooks.adapters.common import INSERT_EVENT, SqlStore, emit_statement
 from ustun.webhooks.store import PACING_HORIZON, Attempt, Claim, Settlement
 from ustun.webhooks.tables import (
     DUE_PREDICATE,
+    FIFO,
     LEASED_PREDICATE,
     attempts,
     deliveries,
