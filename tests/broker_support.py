@@ -226,7 +226,8 @@ class NatsServer:
 
 class Proxy:
     """A TCP proxy to a broker on a free port: `cut()` drops every connection and refuses new
-    ones (the broker looks down to its clients), `start()` lets them through again."""
+    ones (the broker looks down to its clients), `start()` lets them through again, `freeze()`
+    keeps the connections open but passes nothing more (a broker that stopped answering)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
@@ -234,6 +235,8 @@ class Proxy:
         self.accepted = 0
         self._server: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
 
     def url(self, scheme: str = "amqp", userinfo: str = "guest:guest@") -> str:
         return f"{scheme}://{userinfo}127.0.0.1:{self.port}/"
@@ -252,8 +255,8 @@ class Proxy:
         self.accepted += 1
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         pipes = [
-            asyncio.create_task(_pipe(reader, up_writer)),
-            asyncio.create_task(_pipe(up_reader, writer)),
+            asyncio.create_task(_pipe(reader, up_writer, self._flowing)),
+            asyncio.create_task(_pipe(up_reader, writer, self._flowing)),
         ]
         self._pipes.update(pipes)
         try:
@@ -265,6 +268,9 @@ class Proxy:
             for w in (writer, up_writer):
                 w.close()
 
+    def freeze(self) -> None:
+        self._flowing.clear()
+
     async def cut(self) -> None:
         if self._server is not None:
             self._server.close()
@@ -274,7 +280,10 @@ class Proxy:
         await asyncio.sleep(0)
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, flowing: asyncio.Event
+) -> None:
     while data := await reader.read(65536):
+        await flowing.wait()
         writer.write(data)
         await writer.drain()

@@ -163,6 +163,28 @@ async def test_no_confirm_in_time_is_a_timeout() -> None:
     assert got.latency_ms < 2000
 
 
+@pytest.mark.parametrize("kind", [RABBITMQ, NATS])
+async def test_a_broker_that_stops_answering_an_open_connection_times_out(kind: str) -> None:
+    """The connection is open and used, then the broker goes silent: the next publish gives up
+    within the timeout (the publisher bounds its own wait once connected)."""
+    async with (
+        Proxy(5672 if kind == RABBITMQ else 4222) as proxy,
+        rabbitmq_exchange() as exchange,
+        nats_stream() as (_, subject),
+        Brokers(timeout=0.5, allow_private=True) as brokers,
+    ):
+        if kind == RABBITMQ:
+            destination = Destination(RABBITMQ, proxy.url(), exchange.name)
+        else:
+            destination = Destination(NATS, proxy.url("nats", ""), subject)
+        assert (await brokers.publish(destination, *event(SECRET).args())).ok
+        proxy.freeze()
+        got = await brokers.publish(destination, *event(SECRET).args())
+    assert got.error == TIMED_OUT
+    assert got.kind == "timeout"
+    assert 400 < got.latency_ms < 2000
+
+
 async def test_one_connection_per_url_reused_and_reopened_after_the_broker_drops_it() -> None:
     """RabbitMQ behind a proxy: cutting the proxy looks, to the transport, like a broker that
     went down; the shared RabbitMQ others use keeps running."""

@@ -24,10 +24,13 @@ CONNECTION_NAME = "ustun webhooks"
 class AmqpPublisher:
     """A connection to one RabbitMQ URL with a publisher-confirm channel, reopened when closed."""
 
-    def __init__(self, connection: AbstractConnection, channel: AbstractChannel) -> None:
+    def __init__(
+        self, connection: AbstractConnection, channel: AbstractChannel, seconds: float
+    ) -> None:
         self._connection = connection
         self._channel = channel
         self._reopening = asyncio.Lock()
+        self._seconds = seconds
 
     @classmethod
     async def open(cls, url: str, seconds: float) -> AmqpPublisher:
@@ -42,7 +45,7 @@ class AmqpPublisher:
             channel = await connection.channel(publisher_confirms=True)
         except (AMQPError, OSError) as exc:
             raise BrokerUnavailable(f"cannot connect to RabbitMQ: {exc}") from None
-        return cls(connection, channel)
+        return cls(connection, channel, seconds)
 
     @property
     def usable(self) -> bool:
@@ -67,10 +70,10 @@ class AmqpPublisher:
         body: bytes,
         headers: Mapping[str, str],
     ) -> str:
-        """Publish and wait for the confirm (the caller bounds the wait); the confirm's text.
+        """Publish and wait for the confirm, within the `seconds` given to `open`; its text.
 
-        Raises `BrokerRefused` (nack, a channel error such as a missing exchange) or
-        `BrokerUnavailable` (the connection is gone).
+        Raises `BrokerRefused` (nack, a channel error such as a missing exchange),
+        `BrokerUnavailable` (the connection is gone) or `TimeoutError`.
         """
         import aio_pika
         from aiormq.exceptions import (
@@ -89,9 +92,10 @@ class AmqpPublisher:
             type=event_type,
         )
         try:
-            channel = await self._open_channel()
-            target = await channel.get_exchange(exchange, ensure=False)
-            await target.publish(message, event_type, mandatory=False)
+            async with asyncio.timeout(self._seconds):
+                channel = await self._open_channel()
+                target = await channel.get_exchange(exchange, ensure=False)
+                await target.publish(message, event_type, mandatory=False)
         except DeliveryError:
             raise BrokerRefused("RabbitMQ did not confirm the message (nack)") from None
         except AMQPChannelError as exc:

@@ -91,7 +91,8 @@ class JetStreamPublisher:
         body: bytes,
         headers: Mapping[str, str],
     ) -> str:
-        """Publish and wait for the PubAck; its text, or `BrokerRefused`/`BrokerUnavailable`."""
+        """Publish and wait for the PubAck (no longer than `open`'s `seconds`); its text, or
+        `BrokerRefused`, `BrokerUnavailable`, `TimeoutError`."""
         from nats.errors import ConnectionClosedError, MaxPayloadError, StaleConnectionError
         from nats.errors import TimeoutError as NatsTimeout
         from nats.js.errors import APIError, NoStreamResponseError

@@ -32,7 +32,8 @@ log = logging.getLogger("ustun.webhooks.brokers")
 
 
 class Publisher(Protocol):
-    """A connection to one broker URL that publishes and waits for the broker's confirmation."""
+    """A connection to one broker URL that publishes and waits for the broker's confirmation,
+    no longer than the `seconds` it was opened with (then `TimeoutError`)."""
 
     @property
     def usable(self) -> bool: ...
@@ -104,11 +105,18 @@ class Brokers:
 
         url = destination.url
         try:
-            async with asyncio.timeout(self.timeout):
-                publisher = await self._publisher(destination)
+            publisher = self._publishers.get(url)
+            if publisher is not None and publisher.usable:
+                # The publisher bounds its own wait: no second timer per message.
                 answer = await publisher.publish(
                     destination.name, event_type, event_id, body, headers
                 )
+            else:
+                async with asyncio.timeout(self.timeout):
+                    publisher = await self._publisher(destination)
+                    answer = await publisher.publish(
+                        destination.name, event_type, event_id, body, headers
+                    )
         except TimeoutError:
             return outcome.failed(elapsed(), TIMED_OUT)
         except BrokerRefused as exc:
