@@ -5,6 +5,7 @@ ride out a broker going away."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -33,6 +34,7 @@ from broker_support import (
 )
 from ustun.http.signature import Secret
 from ustun.store import Database
+from ustun.webhooks import consumers
 from ustun.webhooks.brokers import Brokers, Destination
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
 from ustun.webhooks.consumers import consume_nats, consume_rabbitmq
@@ -196,6 +198,28 @@ async def test_a_message_whose_handler_gave_up_comes_again_until_it_is_handled(
 
 def _runs_of(sent: Event, runs: list[tuple[str, bool]]) -> list[bool]:
     return [succeeded for event_id, succeeded in runs if event_id == sent.id]
+
+
+async def test_the_nats_consumer_outlives_fetches_that_time_out(
+    monkeypatch: pytest.MonkeyPatch,
+    inbox: CountingInbox,
+    handlers: Handlers,
+    handled: Counter[str],
+) -> None:
+    """With a fetch wait this short, nats-py's fetch times out on every path, including the one
+    that raises asyncio's own `TimeoutError` rather than nats-py's: the consumer keeps fetching
+    and takes what is published while it runs."""
+    monkeypatch.setattr(consumers, "FETCH_WAIT", 0.001)
+    sent = event(SECRET)
+    async with (
+        nats_setup() as setup,
+        running(setup.consumer(inbox, handlers, secret=str(SECRET))),
+    ):
+        for _ in range(50):  # 50 empty fetches, each one timing out
+            await asyncio.sleep(0.002)
+        await publish_all(setup.destination, [sent])
+        await until(lambda: _ready(sent.id in handled), what="the event handled")
+    assert handled == {sent.id: 1}
 
 
 async def test_without_a_secret_the_event_id_comes_from_the_message(

@@ -196,7 +196,6 @@ async def consume_nats(
     that holds the subject (or `stream`) until cancelled; up to `batch` messages at once."""
     import nats
     from nats.errors import Error as NatsError
-    from nats.errors import TimeoutError as NatsTimeout
 
     intake = Intake(inbox, handlers, secret, tolerance)
 
@@ -223,7 +222,7 @@ async def consume_nats(
         while True:
             try:
                 messages = await pull.fetch(batch, timeout=FETCH_WAIT)
-            except NatsTimeout:
+            except TimeoutError:  # nats-py raises its own and, on some paths, asyncio's
                 continue
             except NatsError as exc:
                 log.warning("fetching from %s failed: %s", redact(url), type(exc).__name__)
