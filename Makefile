@@ -37,6 +37,9 @@ $(PARSER): tests/contracts/package-lock.json
 
 test-tools: $(PARSER) /usr/bin/chromium
 
+# The suite on every core (at most 4); `make test PYTEST_ARGS=-n0` runs it in one process.
+PYTEST_ARGS ?= -n auto --maxprocesses 4
+
 test: lint typecheck test-tools
 	$(BIN)/pytest $(PYTEST_ARGS)
 
