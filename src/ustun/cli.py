@@ -10,7 +10,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 try:
     import typer
@@ -19,14 +19,13 @@ except ModuleNotFoundError:  # `pip install ustun` gives the client only
         "error: the ustun command needs the server extra: pip install 'ustun[server]'\n"
     )
     sys.exit(2)
-import uvicorn
 
+# Each command imports what it runs when it runs (`ustun --help` or `ustun keys create` need
+# neither the web app nor the worker).
 from ustun import logs, preflight
 from ustun.clock import rfc3339
 from ustun.defaults import DEFAULT_HOST
 from ustun.http.errors import ClientError, TablesMissing
-from ustun.http.signature import verifier
-from ustun.service import create_app
 from ustun.service.plumbing.accounts import (
     DEFAULT_ACCOUNT,
     KeyInfo,
@@ -36,17 +35,13 @@ from ustun.service.plumbing.accounts import (
     list_keys,
     revoke_key,
 )
-from ustun.service.runtime import secret_keys
-from ustun.service.runtime.job_loops import import_job_modules
-from ustun.service.runtime.webhook_runtime import secret_box
-from ustun.service.runtime.worker import Worker
 from ustun.settings import Settings, reveal
 from ustun.store import Database
 from ustun.store.migrate import check_current, upgrade
-from ustun.webhooks import handlers as webhook_handlers
-from ustun.webhooks.inbox import DatabaseInbox
-from ustun.webhooks.listen import app as listen_app
-from ustun.webhooks.reconciler import Reconciler
+
+if TYPE_CHECKING:
+    from ustun.service.runtime import secret_keys
+    from ustun.webhooks.handlers import Handlers
 
 T = TypeVar("T")
 
@@ -86,6 +81,10 @@ async def _database(
         await preflight.reach(db)
         box = None
         if serving:
+            from ustun.service.runtime import secret_keys
+            from ustun.service.runtime.job_loops import import_job_modules
+            from ustun.service.runtime.webhook_runtime import secret_box
+
             import_job_modules(settings)
             box = secret_box(settings)
         await (upgrade if migrate else check_current)(db)
@@ -115,6 +114,10 @@ def serve(
     migrate: Annotated[bool, typer.Option(help="Migrate the database before serving.")] = True,
 ) -> None:
     """Migrate the database, then serve the API (with an embedded worker)."""
+    import uvicorn
+
+    from ustun.service import create_app
+
     settings = _settings(host=host, port=port)
     _setup_logging(settings)
 
@@ -143,6 +146,8 @@ def worker_command(
     concurrency: Annotated[int, typer.Option(min=1, help="Jobs run at once.")] = 4,
 ) -> None:
     """Run background work (jobs, webhook dispatch, sweepers) until SIGTERM or SIGINT."""
+    from ustun.service.runtime.worker import Worker
+
     settings = _settings()
     _setup_logging(settings)
 
@@ -245,6 +250,9 @@ def keys_revoke(
 def rotate_key() -> None:
     """Re-encrypt every stored secret under USTUN_SECRET_KEY, opening what is still sealed
     under USTUN_SECRET_KEY_PREVIOUS; run it once every process has both keys."""
+    from ustun.service.runtime import secret_keys
+    from ustun.service.runtime.webhook_runtime import secret_box
+
     settings = _settings()
 
     async def reseal() -> secret_keys.Resealed:
@@ -269,6 +277,8 @@ def _secret_option(option: str | None, from_env: str | None) -> str:
 def _listen_secret(option: str | None, settings: Settings) -> str:
     """The signing secret or public key from `--secret` (`-`: one line of standard input) or the
     environment."""
+    from ustun.http.signature import verifier
+
     text = _secret_option(option, reveal(settings.listen_secret))
     if not text:
         raise typer.BadParameter(
@@ -298,6 +308,10 @@ def listen(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = DEFAULT_HOST,
 ) -> None:
     """Receive webhooks locally: verify each one and print it."""
+    import uvicorn
+
+    from ustun.webhooks.listen import app as listen_app
+
     settings = _settings()
     signing = _listen_secret(secret, settings)
     typer.echo(f"listening on http://{host}:{port}/ (any path); Ctrl-C to stop", err=True)
@@ -305,9 +319,11 @@ def listen(
     uvicorn.run(receiver, host=host, port=port, log_level="warning")
 
 
-def _printing() -> webhook_handlers.Handlers:
+def _printing() -> Handlers:
     """Handlers that print each event as one JSON line on stdout."""
-    printing = webhook_handlers.Handlers()
+    from ustun.webhooks.handlers import Handlers
+
+    printing = Handlers()
 
     @printing.on("*")
     async def show(event: dict[str, Any]) -> None:
@@ -364,6 +380,10 @@ def reconcile(
 ) -> None:
     """Feed the events the receiver missed into its inbox and handlers (USTUN_DATABASE_URL is
     the receiver's database: the inbox, and the cursor stored beside it)."""
+    from ustun.webhooks import handlers as webhook_handlers
+    from ustun.webhooks.inbox import DatabaseInbox
+    from ustun.webhooks.reconciler import Reconciler
+
     settings = _settings()
     _setup_logging(settings)
     key = _secret_option(api_key, reveal(settings.reconcile_api_key))
