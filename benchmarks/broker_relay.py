@@ -12,7 +12,7 @@ For RabbitMQ and NATS JetStream, side by side in one run on a fresh PostgreSQL d
 Needs PostgreSQL (`USTUN_BENCH_PG`), RabbitMQ (5672) and NATS with JetStream (4222).
 
     .venv/bin/python benchmarks/broker_relay.py [--rounds 3] [-n 5000] [--rate 200] [--seconds 10]
-        [--in-flight 256]
+        [--in-flight 256] [--brokers rabbitmq nats]
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import nats
 from nats.js.api import StreamConfig
 
 from brokers import EVENT_TYPE, NATS_URL, RABBITMQ_URL, Publish, events, timed
+from jobs import backend_cpu, cpu_seconds
 from ustun.service.plumbing.accounts import account_for_key, create_key
 from ustun.store import Database
 from ustun.store.migrate import upgrade
@@ -74,6 +75,8 @@ class Target:
     kind: str
     url: str
     name: str
+    # The broker server's process name (its CPU is counted on both sides).
+    server: str
     bare: Publish
     purge: Callable[[], Awaitable[object]]
     # listen(arrivals): an async context recording arrival times by event id while open.
@@ -116,7 +119,7 @@ async def rabbitmq() -> AsyncIterator[Target]:
                 await queue.cancel(tag)
 
         try:
-            yield Target(RABBITMQ, RABBITMQ_URL, name, bare, queue.purge, listen)
+            yield Target(RABBITMQ, RABBITMQ_URL, name, "beam.smp", bare, queue.purge, listen)
         finally:
             await queue.delete(if_unused=False, if_empty=False)
             await exchange.delete()
@@ -148,10 +151,13 @@ async def jetstream() -> AsyncIterator[Target]:
             await subscription.unsubscribe()
 
     try:
-        yield Target(NATS, NATS_URL, subject, bare, purge, listen)
+        yield Target(NATS, NATS_URL, subject, "nats-server", bare, purge, listen)
     finally:
         await js.delete_stream(name)
         await client.close()
+
+
+BROKERS = {"RabbitMQ": rabbitmq, "NATS": jetstream}
 
 
 async def endpoint(db: Database, target: Target, in_flight: int) -> str:
@@ -172,14 +178,76 @@ async def endpoint(db: Database, target: Target, in_flight: int) -> str:
     return account.id
 
 
-async def relayed(db: Database, account_id: str, n: int) -> float:
-    """Commit N events at once; events/s from the commit until the worker has sent them all."""
+@dataclass
+class Costs:
+    """CPU µs per event of each process of one side: the publisher, PostgreSQL, the broker."""
+
+    publisher: float = 0.0
+    postgresql: float = 0.0
+    broker: float = 0.0
+
+    def __str__(self) -> str:
+        total = self.publisher + self.postgresql + self.broker
+        return (
+            f"{self.publisher:4.0f} + PG {self.postgresql:3.0f} + broker {self.broker:3.0f}"
+            f" = {total:4.0f}"
+        )
+
+
+def server_pids(name: str) -> list[int]:
+    """The pids of the processes called `name` (the broker server)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "comm").read_text().strip() == name:
+                    found.append(int(entry.name))
+    return found
+
+
+def cpu_of(pids: list[int]) -> float:
+    """CPU seconds so far of the processes in `pids`."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):  # the process exited meanwhile
+            total += cpu_seconds(pid)
+    return total
+
+
+async def relayed(
+    db: Database, account_id: str, n: int, worker_pid: int, broker_pids: list[int]
+) -> tuple[float, Costs]:
+    """Commit N events at once; events/s from the commit until the worker has sent them all,
+    and CPU µs per event of the worker, the database's backends and the broker."""
     async with db.unit_of_work() as uow:
         for i in range(n):
             await emit(uow, account_id, EVENT_TYPE, {"id": f"pay_{i}", "amount": i})
     committed = time.perf_counter()
-    await drained(db)
-    return n / (time.perf_counter() - committed)
+    worker_cpu, broker_cpu = cpu_seconds(worker_pid), cpu_of(broker_pids)
+    backends = await backend_cpu(db.engine.url.database)
+    await drained(db, every=0.01)  # a round lasts about a second: 50 ms would be 5 % of it
+    elapsed = time.perf_counter() - committed
+    database = sum(
+        seconds - backends.get(pid, 0.0)
+        for pid, seconds in (await backend_cpu(db.engine.url.database)).items()
+    )
+    costs = Costs(
+        (cpu_seconds(worker_pid) - worker_cpu) / n * 1e6,
+        database / n * 1e6,
+        (cpu_of(broker_pids) - broker_cpu) / n * 1e6,
+    )
+    return n / elapsed, costs
+
+
+async def bare_round(
+    target: Target, n: int, in_flight: int, broker_pids: list[int]
+) -> tuple[float, Costs]:
+    """One round of the bare loop: events/s, and CPU µs per event of this process and the broker."""
+    batch = events(n)
+    broker_cpu = cpu_of(broker_pids)
+    round_ = await timed(target.bare, batch, in_flight)
+    costs = Costs(round_.cpu / n * 1e6, 0.0, (cpu_of(broker_pids) - broker_cpu) / n * 1e6)
+    return n / round_.seconds, costs
 
 
 async def latency(
@@ -216,21 +284,40 @@ def worker(database_url: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([str(Path(sys.executable).with_name("ustun")), "worker"], env=env)
 
 
+@dataclass
+class Measured:
+    """Per round: events/s and CPU µs per event of the bare loop and of the relay; latency."""
+
+    bare: list[tuple[float, Costs]]
+    relay: list[tuple[float, Costs]]
+    latency: tuple[float, float, int]
+
+
+def median_costs(rounds: list[tuple[float, Costs]]) -> Costs:
+    """Each process's median CPU µs per event over the rounds."""
+    costs = [c for _, c in rounds]
+    return Costs(
+        statistics.median(c.publisher for c in costs),
+        statistics.median(c.postgresql for c in costs),
+        statistics.median(c.broker for c in costs),
+    )
+
+
 async def measure(
-    db: Database, target: Target, args: argparse.Namespace
-) -> tuple[list[float], list[float], tuple[float, float, int]]:
+    db: Database, target: Target, args: argparse.Namespace, worker_pid: int
+) -> Measured:
     """Alternate bare and relayed rounds; then the latency run."""
     account_id = await endpoint(db, target, args.in_flight)
-    await relayed(db, account_id, 100)  # warm up: connection opened, endpoint cached
+    broker = server_pids(target.server)
+    await relayed(db, account_id, 100, worker_pid, broker)  # warm up: connection, endpoint cached
     bare, relay = [], []
     for _ in range(args.rounds):
         await target.purge()
-        batch = events(args.n)
-        bare.append(args.n / (await timed(target.bare, batch, args.in_flight)).seconds)
+        bare.append(await bare_round(target, args.n, args.in_flight, broker))
         await target.purge()
-        relay.append(await relayed(db, account_id, args.n))
+        relay.append(await relayed(db, account_id, args.n, worker_pid, broker))
     await target.purge()
-    return bare, relay, await latency(db, account_id, target, args.rate, args.seconds)
+    return Measured(bare, relay, await latency(db, account_id, target, args.rate, args.seconds))
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -245,15 +332,21 @@ async def main(args: argparse.Namespace) -> None:
             f"{args.rounds} rounds x {args.n} events, {args.in_flight} in flight, one worker; "
             f"latency at {args.rate:.0f} events/s for {args.seconds:.0f} s"
         )
-        for label, opened in (("RabbitMQ", rabbitmq), ("NATS", jetstream)):
+        for label, opened in BROKERS.items():
+            if label.lower() not in args.brokers:
+                continue
             async with opened() as target:
-                bare, relay, (p50, p99, count) = await measure(db, target, args)
+                got = await measure(db, target, args, process.pid)
+            bare, relay = [r for r, _ in got.bare], [r for r, _ in got.relay]
             ratios = [r / b for b, r in zip(bare, relay, strict=True)]
+            p50, p99, count = got.latency
             print(
                 f"{label:<9} bare {statistics.median(bare):7.0f} ev/s | relayed "
                 f"{statistics.median(relay):7.0f} ev/s | ratio {statistics.median(ratios):.2f}x "
                 f"({min(ratios):.2f}-{max(ratios):.2f}) | commit → consumer p50 {p50:.1f} ms, "
-                f"p99 {p99:.1f} ms ({count} events)"
+                f"p99 {p99:.1f} ms ({count} events)\n"
+                f"{'':<9} CPU µs/event, bare: loop {median_costs(got.bare)}"
+                f" | relayed: worker {median_costs(got.relay)}"
             )
     finally:
         if process is not None:
@@ -271,5 +364,8 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument(
         "--in-flight", type=int, default=256, help="the endpoint's max_in_flight = the bare window"
+    )
+    parser.add_argument(
+        "--brokers", nargs="+", default=["rabbitmq", "nats"], choices=["rabbitmq", "nats"]
     )
     asyncio.run(main(parser.parse_args()))

@@ -153,12 +153,12 @@ class Costs:
         )
 
 
-async def drained(db: Database) -> None:
-    """Return once no delivery is left unsent."""
+async def drained(db: Database, every: float = 0.05) -> None:
+    """Return once no delivery is left unsent (looked up `every` seconds)."""
     while True:
         if not await unsettled(db):
             return
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(every)
 
 
 async def ceiling(url: str, n: int, body: bytes, receiver_pid: int) -> tuple[float, Costs]:
