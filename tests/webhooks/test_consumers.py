@@ -1,12 +1,13 @@
 """Broker consumers on the real RabbitMQ and NATS, into a database inbox (SQLite, PostgreSQL):
 each event handled once whatever the transport and however often it arrives; forged messages
-rejected; a message whose handler gave up delivered again until it is handled; consumers that
-ride out a broker going away."""
+rejected; a message whose handler gave up, or whose event another consumer holds, delivered again
+until it is handled; consumers that ride out a broker going away."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from ustun.webhooks.brokers import Brokers, Destination
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
 from ustun.webhooks.consumers import consume_nats, consume_rabbitmq
 from ustun.webhooks.handlers import Handlers
+from ustun.webhooks.inbox import DatabaseInbox, Inbox, MemoryInbox
 from ustun.webhooks.receiver import WebhookReceiver
 from webhook_support import until
 
@@ -198,6 +200,60 @@ async def test_a_message_whose_handler_gave_up_comes_again_until_it_is_handled(
 
 def _runs_of(sent: Event, runs: list[tuple[str, bool]]) -> list[bool]:
     return [succeeded for event_id, succeeded in runs if event_id == sent.id]
+
+
+@pytest.mark.parametrize("kind", [RABBITMQ, NATS])
+async def test_an_event_held_by_a_consumer_that_died_is_handled_after_the_lease(
+    kind: str, db: Database
+) -> None:
+    """The event's id is claimed and not finished when its message arrives, as by a consumer
+    that died mid-handler: the message is not acknowledged as a duplicate but comes again after
+    the inbox's lease, when its claim has lapsed, and the handler runs then, once."""
+    inbox = CountingInbox(db, lease=0.3)
+    sent = event(SECRET)
+    runs: list[float] = []  # when the handler ran (`time.monotonic()`)
+    handlers = Handlers(attempts=1)
+
+    @handlers.on("payment.*")
+    async def record(_: dict[str, Any]) -> None:
+        runs.append(time.monotonic())
+
+    async with SETUPS[kind]() as setup:
+        await publish_all(setup.destination, [sent])
+        await inbox.prepare()
+        claimed_at = time.monotonic()
+        assert await inbox.claim(sent.id, sent.type)  # the consumer that died
+        async with running(setup.consumer(inbox, handlers, secret=str(SECRET))):
+            await until(lambda: _ready(len(runs) == 1), what="the event handled")
+            await until(setup.settled, what="nothing waiting or unacknowledged")
+    assert len(runs) == 1
+    assert runs[0] - claimed_at >= inbox.lease
+    # Taken while the claim held (refused), then once it had lapsed.
+    assert inbox.claims == 3
+
+
+async def test_the_memory_inbox_tells_a_handled_id_from_a_claimed_one() -> None:
+    await _handled_only_once_done(MemoryInbox())
+
+
+async def test_the_database_inbox_tells_a_handled_id_from_a_claimed_one(db: Database) -> None:
+    inbox = DatabaseInbox(db)
+    await inbox.prepare()
+    await _handled_only_once_done(inbox)
+
+
+async def _handled_only_once_done(inbox: Inbox) -> None:
+    """`handled` is false for an unknown id, a claimed one and one whose handler gave up; true
+    once the handler finished, for that id only."""
+    event_id, other = unique("evt"), unique("evt")
+    assert not await inbox.handled(event_id)
+    assert await inbox.claim(event_id, "payment.succeeded")
+    assert not await inbox.handled(event_id)
+    await inbox.failed(event_id, "RuntimeError: not yet")
+    assert not await inbox.handled(event_id)
+    await inbox.done(event_id)
+    assert await inbox.handled(event_id)
+    assert not await inbox.handled(other)
 
 
 async def test_the_nats_consumer_outlives_fetches_that_time_out(

@@ -7,13 +7,17 @@ and the same `Handlers` as the HTTP receiver, so each event runs its handler onc
     await consume_nats("nats://…", "events.payments", "billing", inbox, handlers, secret="whsec_…")
 
 Each message is verified (with a secret), claimed in the inbox by its event id, handled (retried
-as `Handlers` does), and acknowledged only after the inbox has recorded it; a duplicate is
-acknowledged without running anything, a message that fails verification is rejected. A message
-whose handler gave up (every attempt failed) is not acknowledged: it goes back to the broker to
-come again once the inbox's `lease` has passed, when the inbox lets its id be claimed again, so
-the handler runs again then, until it succeeds (NATS: a nak delayed by the lease; RabbitMQ, which
-cannot delay a nack: the message is held unacknowledged that long, then requeued). Queued
-messages may be old, so the signature's timestamp is not checked unless `tolerance` is given.
+as `Handlers` does), and acknowledged only after the inbox has recorded it; a copy of an event
+whose handler finished is acknowledged without running anything, a message that fails
+verification is rejected. A message whose handler gave up (every attempt failed) is not
+acknowledged: it goes back to the broker to come again once the inbox's `lease` has passed, when
+the inbox lets its id be claimed again, so the handler runs again then, until it succeeds (NATS:
+a nak delayed by the lease; RabbitMQ, which cannot delay a nack: the message is held
+unacknowledged that long, then requeued). So does a message whose event is claimed and not yet
+handled: its claimant may have died mid-handler (the broker redelivers its message at once on
+RabbitMQ, after `ack_wait` on JetStream: both within the default lease), and acknowledged, the
+event would be lost. Queued messages may be old, so the signature's timestamp is not checked
+unless `tolerance` is given.
 The queue or stream is the operator's to create; both functions run until cancelled, riding
 out broker restarts (aio-pika's robust connection, nats-py's reconnect).
 """
@@ -58,9 +62,11 @@ RETRY_MARGIN = 1.0
 class Outcome(Enum):
     """What a consumer tells the broker about one message."""
 
-    ACK = "ack"  # handled, or a duplicate: forget it
+    ACK = "ack"  # handled, now or before: forget it
     REJECT = "reject"  # cannot be verified or read: never deliver it again
-    RETRY = "retry"  # the handler gave up: deliver it again after `Intake.retry_delay`
+    # The handler gave up, or the event is claimed but not handled (its claim may be of a
+    # consumer that died): deliver it again after `Intake.retry_delay`.
+    RETRY = "retry"
 
 
 class Intake:
@@ -100,7 +106,8 @@ class Intake:
     async def take(
         self, headers: Mapping[str, str], body: bytes, message_id: str | None
     ) -> Outcome:
-        """Handle the message unless its id was seen."""
+        """Handle the message unless its id is claimed; acknowledge a claimed one only when its
+        handler finished, else hand it back until the claim lapses."""
         try:
             event_id, event = self._read(headers, body, message_id)
         except (SignatureError, ValueError) as exc:
@@ -111,7 +118,14 @@ class Intake:
             self._prepared = True
         event_type = str(event.get("type", ""))
         if not await self.inbox.claim(event_id, event_type):
-            return Outcome.ACK
+            if await self.inbox.handled(event_id):
+                return Outcome.ACK
+            log.info(
+                "event %s is claimed, not handled; it comes again in %.1f s",
+                event_id,
+                self.retry_delay,
+            )
+            return Outcome.RETRY
         if await self.handlers.handle(self.inbox, event_id, event_type, event):
             return Outcome.ACK
         log.warning("event %s handed back; it comes again in %.1f s", event_id, self.retry_delay)
@@ -143,8 +157,9 @@ async def consume_rabbitmq(
     """Consume `queue` (declared and bound by the operator) until cancelled.
 
     Up to `prefetch` messages are handled at once; an unacknowledged one returns to the queue
-    when the connection drops, and its redelivery is deduplicated by the inbox. A message whose
-    handler gave up keeps its place among the `prefetch` while it waits to be requeued.
+    when the connection drops; its redelivery is acknowledged if the inbox says its handler
+    finished, else it waits out the claim's lease like a message whose handler gave up, keeping
+    its place among the `prefetch` until it is requeued.
     """
     import aio_pika
 

@@ -2,7 +2,9 @@
 
 `claim` is the deduplication point: the first delivery of an id claims it; duplicates do not.
 An id whose handler never finished (the process died, or every retry failed) may be claimed
-again once `lease` has passed, so a sender's redelivery is not silently dropped.
+again once `lease` has passed, so a sender's redelivery is not silently dropped. `handled` tells
+an id whose handler finished from one still held (claimed less than `lease` ago, perhaps by a
+process that died mid-handler), which a broker consumer must not acknowledge as a duplicate.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import time
 from datetime import timedelta
 from typing import Protocol
 
-from sqlalchemy import insert, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ustun import clock
@@ -40,6 +42,10 @@ class Inbox(Protocol):
         """The handler finished."""
         ...
 
+    async def handled(self, webhook_id: str) -> bool:
+        """True when the handler finished for this id (`done`), not merely claimed."""
+        ...
+
     async def failed(self, webhook_id: str, error: str) -> None:
         """The handler gave up; a redelivery after the lease may claim it again."""
         ...
@@ -66,6 +72,9 @@ class MemoryInbox:
 
     async def done(self, webhook_id: str) -> None:
         self._done.add(webhook_id)
+
+    async def handled(self, webhook_id: str) -> bool:
+        return webhook_id in self._done
 
     async def failed(self, webhook_id: str, error: str) -> None:
         return None
@@ -122,6 +131,14 @@ class DatabaseInbox:
                 .where(inbox.c.webhook_id == webhook_id)
                 .values(handled_at=clock.now(), handler_attempts=inbox.c.handler_attempts + 1)
             )
+
+    async def handled(self, webhook_id: str) -> bool:
+        """One read by the primary key, outside any write transaction."""
+        async with self.db.read() as conn:
+            handled_at = await conn.scalar(
+                select(inbox.c.handled_at).where(inbox.c.webhook_id == webhook_id)
+            )
+        return handled_at is not None
 
     async def failed(self, webhook_id: str, error: str) -> None:
         async with self.db.unit_of_work() as uow:
