@@ -1,6 +1,7 @@
 """Events/s relayed to a broker by ONE `ustun worker` against a bare publish loop, and latency.
 
-For RabbitMQ and NATS JetStream, side by side in one run on a fresh PostgreSQL database:
+For RabbitMQ and NATS JetStream, side by side in one run, each on a fresh PostgreSQL database
+with a worker of its own:
 
 1. Throughput: N events committed at once to the outbox with the worker idle; the worker
    claims, signs and publishes them (confirms / PubAcks awaited) and records every attempt.
@@ -320,7 +321,10 @@ async def measure(
     return Measured(bare, relay, await latency(db, account_id, target, args.rate, args.seconds))
 
 
-async def main(args: argparse.Namespace) -> None:
+@contextlib.asynccontextmanager
+async def fresh_worker() -> AsyncIterator[tuple[Database, int]]:
+    """A fresh PostgreSQL database and one `ustun worker` on it, dropped afterwards: each broker
+    starts from empty tables (the other's settled rows and their vacuum are not billed to it)."""
     pg_name, url = await pg_database()
     db = Database(url)
     process = None
@@ -328,32 +332,36 @@ async def main(args: argparse.Namespace) -> None:
         await upgrade(db)
         process = worker(url)
         await asyncio.sleep(2.0)  # let the worker start and LISTEN
-        print(
-            f"{args.rounds} rounds x {args.n} events, {args.in_flight} in flight, one worker; "
-            f"latency at {args.rate:.0f} events/s for {args.seconds:.0f} s"
-        )
-        for label, opened in BROKERS.items():
-            if label.lower() not in args.brokers:
-                continue
-            async with opened() as target:
-                got = await measure(db, target, args, process.pid)
-            bare, relay = [r for r, _ in got.bare], [r for r, _ in got.relay]
-            ratios = [r / b for b, r in zip(bare, relay, strict=True)]
-            p50, p99, count = got.latency
-            print(
-                f"{label:<9} bare {statistics.median(bare):7.0f} ev/s | relayed "
-                f"{statistics.median(relay):7.0f} ev/s | ratio {statistics.median(ratios):.2f}x "
-                f"({min(ratios):.2f}-{max(ratios):.2f}) | commit → consumer p50 {p50:.1f} ms, "
-                f"p99 {p99:.1f} ms ({count} events)\n"
-                f"{'':<9} CPU µs/event, bare: loop {median_costs(got.bare)}"
-                f" | relayed: worker {median_costs(got.relay)}"
-            )
+        yield db, process.pid
     finally:
         if process is not None:
             process.terminate()
             process.wait(30)
         await db.dispose()
         await drop_pg(pg_name)
+
+
+async def main(args: argparse.Namespace) -> None:
+    print(
+        f"{args.rounds} rounds x {args.n} events, {args.in_flight} in flight, one worker; "
+        f"latency at {args.rate:.0f} events/s for {args.seconds:.0f} s"
+    )
+    for label, opened in BROKERS.items():
+        if label.lower() not in args.brokers:
+            continue
+        async with fresh_worker() as (db, worker_pid), opened() as target:
+            got = await measure(db, target, args, worker_pid)
+        bare, relay = [r for r, _ in got.bare], [r for r, _ in got.relay]
+        ratios = [r / b for b, r in zip(bare, relay, strict=True)]
+        p50, p99, count = got.latency
+        print(
+            f"{label:<9} bare {statistics.median(bare):7.0f} ev/s | relayed "
+            f"{statistics.median(relay):7.0f} ev/s | ratio {statistics.median(ratios):.2f}x "
+            f"({min(ratios):.2f}-{max(ratios):.2f}) | commit → consumer p50 {p50:.1f} ms, "
+            f"p99 {p99:.1f} ms ({count} events)\n"
+            f"{'':<9} CPU µs/event, bare: loop {median_costs(got.bare)}"
+            f" | relayed: worker {median_costs(got.relay)}"
+        )
 
 
 if __name__ == "__main__":
