@@ -8,6 +8,7 @@ re-implements their SQL.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, get_args
 
@@ -22,6 +23,7 @@ from ustun.http.preconditions import Preconditions
 from ustun.service.dashboard.web import LoggedIn, Posting, Viewer, page, see_other
 from ustun.service.operations import webhook_deliveries, webhook_endpoints, webhook_events
 from ustun.service.plumbing.deps import DEFAULT_PAGE, MAX_PAGE
+from ustun.service.plumbing.problems import field_message
 from ustun.webhooks import operations, signing
 from ustun.webhooks.states import Status
 
@@ -51,11 +53,16 @@ def _status(value: str | None) -> Status | None:
 
 
 def _problem_text(exc: ProblemError | ValidationError) -> str:
+    """What the form shows for a refusal: the problem's detail, or each field's message (a
+    message about the whole endpoint stands alone)."""
     if isinstance(exc, ProblemError):
         return exc.detail
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in exc.errors()
-    )
+    return "; ".join(_error_text(err) for err in exc.errors())
+
+
+def _error_text(err: Mapping[str, Any]) -> str:
+    field = ".".join(str(part) for part in err["loc"])
+    return f"{field}: {field_message(err)}" if field else field_message(err)
 
 
 def _db(request: Request) -> Any:

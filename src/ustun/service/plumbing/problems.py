@@ -86,11 +86,17 @@ async def _on_http_exception(request: Request, exc: Exception) -> Response:
     return problem_response(request, slug, detail, status=exc.status_code, headers=exc.headers)
 
 
+def field_message(err: Mapping[str, Any]) -> str:
+    """A validation error's message, without the `Value error, ` pydantic puts before what a
+    validator of ours says."""
+    return str(err.get("msg", "")).removeprefix("Value error, ")
+
+
 def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     return [
         {
             "field": ".".join(str(part) for part in err.get("loc", ())),
-            "message": err.get("msg", ""),
+            "message": field_message(err),
             "type": err.get("type", ""),
         }
         for err in exc.errors()
