@@ -6,7 +6,7 @@ expired or its holder's lease ran out; the row count (1 or 0) says whether we wo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -48,6 +48,15 @@ _CLAIM_ATTEMPTS = 3
 _CLAIMED = transition(State.ABSENT, Change.CLAIM).value
 _COMPLETED = transition(State.IN_PROGRESS, Change.COMPLETE).value
 _SETTLED = transition(State.ABSENT, Change.SETTLE).value
+
+
+def _live(scope: str, key: str) -> dict[str, Any]:
+    """`_READ`'s parameters: the key, and now (a record expired by then counts as absent)."""
+    return {"scope": scope, "key": key, "now": clock.now()}
+
+
+def _first(rows: Sequence[Any]) -> Record | None:
+    return _record(rows[0]) if rows else None
 
 
 def _record(row: FastRow) -> Record:
@@ -249,12 +258,10 @@ class SqlRecordStore:
 
     async def read(self, scope: str, key: str) -> Record | None:
         """The live record of a key, if any (an expired one counts as absent)."""
-        rows = await _READ.read(self.db, {"scope": scope, "key": key, "now": clock.now()})
-        return _record(rows[0]) if rows else None
+        return _first(await _READ.read(self.db, _live(scope, key)))
 
     async def _read(self, conn: AsyncConnection, scope: str, key: str) -> Record | None:
-        rows = await _READ.rows(conn, {"scope": scope, "key": key, "now": clock.now()}, begin=False)
-        return _record(rows[0]) if rows else None
+        return _first(await _READ.rows(conn, _live(scope, key), begin=False))
 
     async def complete(
         self, scope: str, key: str, lease_token: str, response: StoredResponse, *, ttl: float
