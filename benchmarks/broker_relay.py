@@ -33,10 +33,17 @@ from pathlib import Path
 from typing import Any
 
 import aio_pika
-import nats
-from nats.js.api import StreamConfig
 
-from brokers import EVENT_TYPE, NATS_URL, RABBITMQ_URL, Publish, events, timed
+from brokers import (
+    EVENT_TYPE,
+    NATS_URL,
+    RABBITMQ_URL,
+    Publish,
+    events,
+    jetstream_stage,
+    rabbitmq_stage,
+    timed,
+)
 from jobs import backend_cpu, cpu_seconds
 from ustun.service.plumbing.accounts import account_for_key, create_key
 from ustun.store import Database
@@ -86,26 +93,7 @@ class Target:
 
 @contextlib.asynccontextmanager
 async def rabbitmq() -> AsyncIterator[Target]:
-    connection = await aio_pika.connect(RABBITMQ_URL)
-    async with connection:
-        admin = await connection.channel()
-        name = f"ustun-bench-{uuid.uuid4().hex[:8]}"
-        exchange = await admin.declare_exchange(name, aio_pika.ExchangeType.TOPIC, durable=True)
-        queue = await admin.declare_queue(name, durable=True)
-        await queue.bind(exchange, "#")
-        confirming = await connection.channel(publisher_confirms=True)
-        target = await confirming.get_exchange(name, ensure=False)
-
-        async def bare(event_id: str, body: bytes, headers: dict[str, str]) -> object:
-            sent = aio_pika.Message(
-                body,
-                headers=dict(headers),
-                content_type="application/json",
-                delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-                message_id=event_id,
-                type=EVENT_TYPE,
-            )
-            return await target.publish(sent, EVENT_TYPE, mandatory=False)
+    async with rabbitmq_stage() as (stage, queue):
 
         @contextlib.asynccontextmanager
         async def listen(arrivals: Arrivals) -> AsyncIterator[None]:
@@ -119,43 +107,27 @@ async def rabbitmq() -> AsyncIterator[Target]:
             finally:
                 await queue.cancel(tag)
 
-        try:
-            yield Target(RABBITMQ, RABBITMQ_URL, name, "beam.smp", bare, queue.purge, listen)
-        finally:
-            await queue.delete(if_unused=False, if_empty=False)
-            await exchange.delete()
+        yield Target(
+            RABBITMQ, RABBITMQ_URL, stage.name, "beam.smp", stage.bare, stage.purge, listen
+        )
 
 
 @contextlib.asynccontextmanager
 async def jetstream() -> AsyncIterator[Target]:
-    client = await nats.connect(NATS_URL)
-    js = client.jetstream()
-    name = f"USTUN_BENCH_{uuid.uuid4().hex[:8]}"
-    subject = f"ustun.bench.{name}"
-    await js.add_stream(StreamConfig(name=name, subjects=[subject]))
+    async with jetstream_stage() as (stage, client):
 
-    async def bare(event_id: str, body: bytes, headers: dict[str, str]) -> object:
-        return await js.publish(subject, body, headers={**headers, "Nats-Msg-Id": event_id})
+        @contextlib.asynccontextmanager
+        async def listen(arrivals: Arrivals) -> AsyncIterator[None]:
+            async def on_message(message: Any) -> None:
+                arrivals.record((message.headers or {}).get("Nats-Msg-Id", ""))
 
-    async def purge() -> object:
-        return await js.purge_stream(name)
+            subscription = await client.subscribe(stage.name, cb=on_message)
+            try:
+                yield
+            finally:
+                await subscription.unsubscribe()
 
-    @contextlib.asynccontextmanager
-    async def listen(arrivals: Arrivals) -> AsyncIterator[None]:
-        async def on_message(message: Any) -> None:
-            arrivals.record((message.headers or {}).get("Nats-Msg-Id", ""))
-
-        subscription = await client.subscribe(subject, cb=on_message)
-        try:
-            yield
-        finally:
-            await subscription.unsubscribe()
-
-    try:
-        yield Target(NATS, NATS_URL, subject, "nats-server", bare, purge, listen)
-    finally:
-        await js.delete_stream(name)
-        await client.close()
+        yield Target(NATS, NATS_URL, stage.name, "nats-server", stage.bare, stage.purge, listen)
 
 
 BROKERS = {"RabbitMQ": rabbitmq, "NATS": jetstream}

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import aio_pika
 import nats
+from nats.aio.client import Client as NatsClient
 from nats.js.api import StreamConfig
 
 from ustun.http.signature import Secret
@@ -76,9 +78,21 @@ async def timed(
     return Round(time.perf_counter() - wall, time.process_time() - cpu)
 
 
-async def rabbitmq(args: argparse.Namespace) -> tuple[list[Round], list[Round]]:
+@dataclass
+class Stage:
+    """A broker target of one run's own: its exchange or subject, the bare loop's publish (the
+    client library's confirmed publish, nothing else), and how to empty what it received."""
+
+    name: str
+    bare: Publish
+    purge: Callable[[], Awaitable[object]]
+
+
+@contextlib.asynccontextmanager
+async def rabbitmq_stage() -> AsyncIterator[tuple[Stage, aio_pika.abc.AbstractQueue]]:
+    """A topic exchange with a durable queue bound to everything; the stage and the queue."""
     connection = await aio_pika.connect(RABBITMQ_URL)
-    async with connection, Brokers(timeout=10, allow_private=True) as brokers:
+    async with connection:
         admin = await connection.channel()
         name = f"ustun-bench-{uuid.uuid4().hex[:8]}"
         exchange = await admin.declare_exchange(name, aio_pika.ExchangeType.TOPIC, durable=True)
@@ -86,7 +100,6 @@ async def rabbitmq(args: argparse.Namespace) -> tuple[list[Round], list[Round]]:
         await queue.bind(exchange, "#")
         confirming = await connection.channel(publisher_confirms=True)
         target = await confirming.get_exchange(name, ensure=False)
-        destination = Destination(RABBITMQ, RABBITMQ_URL, name)
 
         async def bare(event_id: str, body: bytes, headers: dict[str, str]) -> object:
             sent = aio_pika.Message(
@@ -99,44 +112,58 @@ async def rabbitmq(args: argparse.Namespace) -> tuple[list[Round], list[Round]]:
             )
             return await target.publish(sent, EVENT_TYPE, mandatory=False)
 
-        async def ustun(event_id: str, body: bytes, headers: dict[str, str]) -> object:
-            got = await brokers.publish(destination, EVENT_TYPE, event_id, body, headers)
-            assert got.ok, got
-            return got
-
         try:
-            return await rounds(args, bare, ustun, queue.purge)
+            yield Stage(name, bare, queue.purge), queue
         finally:
             await queue.delete(if_unused=False, if_empty=False)
             await exchange.delete()
 
 
-async def jetstream(args: argparse.Namespace) -> tuple[list[Round], list[Round]]:
+@contextlib.asynccontextmanager
+async def jetstream_stage() -> AsyncIterator[tuple[Stage, NatsClient]]:
+    """A JetStream stream on one subject of its own; the stage (named by the subject) and the
+    connection."""
     client = await nats.connect(NATS_URL)
     js = client.jetstream()
     name = f"USTUN_BENCH_{uuid.uuid4().hex[:8]}"
     subject = f"ustun.bench.{name}"
     await js.add_stream(StreamConfig(name=name, subjects=[subject]))
-    destination = Destination(NATS, NATS_URL, subject)
 
     async def bare(event_id: str, body: bytes, headers: dict[str, str]) -> object:
         return await js.publish(subject, body, headers={**headers, "Nats-Msg-Id": event_id})
 
-    async with Brokers(timeout=10, allow_private=True) as brokers:
+    async def purge() -> object:
+        return await js.purge_stream(name)
+
+    try:
+        yield Stage(subject, bare, purge), client
+    finally:
+        await js.delete_stream(name)
+        await client.close()
+
+
+async def rabbitmq(args: argparse.Namespace) -> tuple[list[Round], list[Round]]:
+    async with rabbitmq_stage() as (stage, _), Brokers(timeout=10, allow_private=True) as brokers:
+        destination = Destination(RABBITMQ, RABBITMQ_URL, stage.name)
 
         async def ustun(event_id: str, body: bytes, headers: dict[str, str]) -> object:
             got = await brokers.publish(destination, EVENT_TYPE, event_id, body, headers)
             assert got.ok, got
             return got
 
-        async def purge() -> object:
-            return await js.purge_stream(name)
+        return await rounds(args, stage.bare, ustun, stage.purge)
 
-        try:
-            return await rounds(args, bare, ustun, purge)
-        finally:
-            await js.delete_stream(name)
-            await client.close()
+
+async def jetstream(args: argparse.Namespace) -> tuple[list[Round], list[Round]]:
+    async with jetstream_stage() as (stage, _), Brokers(timeout=10, allow_private=True) as brokers:
+        destination = Destination(NATS, NATS_URL, stage.name)
+
+        async def ustun(event_id: str, body: bytes, headers: dict[str, str]) -> object:
+            got = await brokers.publish(destination, EVENT_TYPE, event_id, body, headers)
+            assert got.ok, got
+            return got
+
+        return await rounds(args, stage.bare, ustun, stage.purge)
 
 
 async def rounds(
