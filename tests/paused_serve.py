@@ -11,7 +11,7 @@ import functools
 import sys
 from pathlib import Path
 
-from ustun import cli
+from ustun import cli, service
 
 
 async def hold_transfer(signal: Path) -> None:
@@ -22,7 +22,8 @@ async def hold_transfer(signal: Path) -> None:
 
 if __name__ == "__main__":
     signal = Path(sys.argv.pop(1))
-    cli.create_app = functools.partial(
-        cli.create_app, between_transfer_moves=functools.partial(hold_transfer, signal)
+    # `ustun serve` takes `create_app` from `ustun.service` when it starts.
+    service.create_app = functools.partial(
+        service.create_app, between_transfer_moves=functools.partial(hold_transfer, signal)
     )
     cli.app()
