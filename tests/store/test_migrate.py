@@ -50,6 +50,23 @@ async def test_fresh_database_is_refused_until_upgraded(tmp_path) -> None:  # ty
         await db.dispose()
 
 
+# Interleaved migrations deadlock rather than fail: the thread method ends the process.
+@pytest.mark.timeout(60, method="thread")
+async def test_databases_migrated_at_once_in_one_process_each_reach_head(tmp_path: Path) -> None:
+    """Alembic's `context` and `op` are process-wide: two migrations interleaved in one event
+    loop (say, two consumers' inboxes created on first use) must not run into each other."""
+    dbs = [Database(f"sqlite:///{tmp_path / f'inbox{i}.db'}") for i in range(4)]
+    try:
+        await asyncio.gather(*(upgrade(db) for db in dbs))
+        for db in dbs:
+            assert await current_revision(db) == head_revision()
+            async with db.read() as conn:
+                assert await conn.scalar(select(endpoints.c.id).limit(1)) is None
+    finally:
+        for db in dbs:
+            await db.dispose()
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_0009_upgrades_a_database_that_has_keys(backend: str, tmp_path: Path) -> None:
     name, url = (None, f"sqlite:///{tmp_path / 'old.db'}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
 
 from alembic import command
 from alembic.config import Config
@@ -17,6 +18,9 @@ from ustun.store.uow import WRITE_OPTION
 SCRIPT_LOCATION = "ustun.store:migrations"
 # Any constant works: it only has to be the same for every ustun process sharing a database.
 _PG_MIGRATION_LOCK = 0x75737475
+_MIGRATING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _config(conn: Connection | None = None) -> Config:
@@ -42,15 +46,26 @@ async def current_revision(db: Database) -> str | None:
         return await conn.run_sync(_current)
 
 
+def _one_at_a_time() -> asyncio.Lock:
+    """This event loop's migration lock: Alembic keeps the running migration in module globals
+    (`alembic.context`, `alembic.op`), so two interleaved in one loop run into each other."""
+    loop = asyncio.get_running_loop()
+    lock = _MIGRATING.get(loop)
+    if lock is None:
+        lock = _MIGRATING[loop] = asyncio.Lock()
+    return lock
+
+
 async def upgrade(db: Database, revision: str = "head") -> None:
-    """Bring the schema to `revision` (the newest); safe to run from many processes at once."""
+    """Bring the schema to `revision` (the newest); safe to run from many processes at once,
+    and for several databases at once in one process."""
 
     def _upgrade(conn: Connection) -> None:
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
         command.upgrade(_config(conn), revision)
 
-    async with db.engine.connect() as conn:
+    async with _one_at_a_time(), db.engine.connect() as conn:
         await conn.execution_options(**{WRITE_OPTION: True})
         async with conn.begin():
             await conn.run_sync(_upgrade)
