@@ -10,10 +10,11 @@ from ustun.webhooks.brokers.destinations import (
     NATS,
     RABBITMQ,
     Destination,
+    Route,
     address,
-    connect_refusal,
     redact,
     refusal,
+    route,
     scrub,
 )
 
@@ -75,11 +76,21 @@ def test_allowing_private_addresses_allows_loopback_brokers() -> None:
 
 
 async def test_a_name_that_resolves_to_a_refused_address_is_refused_before_connecting() -> None:
-    got = await connect_refusal("nats://localhost:4222", allow_private=False)
-    assert got is not None
+    got = await route("nats://localhost:4222", allow_private=False)
+    assert isinstance(got, str)
     assert "is a loopback address" in got
-    assert await connect_refusal("nats://localhost:4222", allow_private=True) is None
-    assert await connect_refusal("amqps://8.8.8.8/", allow_private=False) is None
+    assert await route("nats://localhost:4222", allow_private=True) == Route(
+        "nats://localhost:4222", "localhost"
+    )
+
+
+async def test_a_vetted_route_names_the_address_and_keeps_the_host_for_tls() -> None:
+    """The client is handed the address that was vetted, by number (credentials, port and path
+    kept): it has no name left to resolve again."""
+    got = await route("amqps://u:p@8.8.8.8:5671/vh", allow_private=False)
+    assert got == Route("amqps://u:p@8.8.8.8:5671/vh", "8.8.8.8")
+    assert not got.pinned
+    assert "u:p" not in repr(got)
 
 
 def test_default_ports_follow_the_scheme() -> None:

@@ -4,7 +4,9 @@ carries, confirms, refusals, lost connections and restarts, and credentials kept
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,6 +163,38 @@ async def test_no_confirm_in_time_is_a_timeout() -> None:
     assert got.error == TIMED_OUT
     assert got.kind == "timeout"
     assert got.latency_ms < 2000
+
+
+@pytest.mark.parametrize("kind", [RABBITMQ, NATS])
+async def test_a_name_that_rebinds_to_loopback_after_the_check_is_not_followed(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DNS rebinding: the broker's name answers a public address when it is vetted, then
+    127.0.0.1. The client connects to the vetted address, so nothing on loopback is reached."""
+    accepted: list[asyncio.StreamWriter] = []
+    local = await asyncio.start_server(lambda _, writer: accepted.append(writer), "127.0.0.1", 0)
+    port = local.sockets[0].getsockname()[1]
+    answers = iter(["8.8.8.8"])
+    real = socket.getaddrinfo
+
+    def rebinding(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host != "rebind.test":
+            return real(host, *args, **kwargs)
+        ip = next(answers, "127.0.0.1")
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (ip, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    url = (
+        f"amqp://guest:guest@rebind.test:{port}/"
+        if kind == RABBITMQ
+        else f"nats://rebind.test:{port}"
+    )
+    async with local, Brokers(timeout=1, allow_private=False) as brokers:
+        got = await brokers.publish(Destination(kind, url, "x"), *event(SECRET).args())
+        for writer in accepted:
+            writer.close()
+    assert not got.ok
+    assert accepted == []
 
 
 @pytest.mark.parametrize("kind", [RABBITMQ, NATS])

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from yarl import URL
+
+from ustun.webhooks.brokers.destinations import Route
 from ustun.webhooks.brokers.outcome import BrokerRefused, BrokerUnavailable
 
 if TYPE_CHECKING:
@@ -33,14 +36,24 @@ class AmqpPublisher:
         self._seconds = seconds
 
     @classmethod
-    async def open(cls, url: str, seconds: float) -> AmqpPublisher:
-        """Connect within `seconds` and open the confirm channel; `BrokerUnavailable` on failure."""
+    async def open(cls, to: Route, seconds: float) -> AmqpPublisher:
+        """Connect within `seconds` and open the confirm channel; `BrokerUnavailable` on failure.
+
+        TLS (`amqps://`) verifies the server against the URL's host, also when `to` connects
+        to an address by number."""
         import aio_pika
         from aiormq.exceptions import AMQPError
 
+        # aio-pika hands extra options down to `asyncio.open_connection`.
+        tls_name: dict[str, Any] = (
+            {"server_hostname": to.host} if to.pinned and _tls(to.url) else {}
+        )
         try:
             connection = await aio_pika.connect(
-                url, timeout=seconds, client_properties={"connection_name": CONNECTION_NAME}
+                to.url,
+                timeout=seconds,
+                client_properties={"connection_name": CONNECTION_NAME},
+                **tls_name,
             )
             channel = await connection.channel(publisher_confirms=True)
         except (AMQPError, OSError) as exc:
@@ -107,3 +120,7 @@ class AmqpPublisher:
     async def close(self) -> None:
         """Close the connection (and its channel)."""
         await self._connection.close()
+
+
+def _tls(url: str) -> bool:
+    return URL(url).scheme == "amqps"

@@ -1,7 +1,8 @@
 """Broker destinations: a kind, a URL that may carry credentials, and an exchange or a subject.
 
 A broker URL is judged by the same SSRF rules as a webhook URL (`webhooks.addresses`): its host
-when the endpoint is saved, and every address the name resolves to before each connection.
+when the endpoint is saved, and every address the name resolves to before each connection,
+which then goes to the address vetted (`route`), not to a second answer for the name.
 Credentials are allowed in the URL (brokers need them) and never shown: `redact` drops them,
 `scrub` removes them from a client library's error text.
 """
@@ -98,15 +99,33 @@ def address(url: str) -> tuple[str, int]:
     return target.raw_host or "", target.explicit_port or DEFAULT_PORTS[target.scheme]
 
 
-async def connect_refusal(url: str, *, allow_private: bool) -> str | None:
-    """Why a connection for `url` may not be opened now: a refused address it resolves to.
+@dataclass(frozen=True, slots=True, repr=False)
+class Route:
+    """How a client reaches a broker URL: `url` names the address vetted (the URL's own host
+    when private addresses are allowed), and `host` is the name TLS verifies the server against."""
 
-    Vetted just before the client library connects (which resolves the name again: a rebinding
-    window the HTTP transport, vetting inside its socket factory, does not have).
+    url: str
+    host: str
+
+    @property
+    def pinned(self) -> bool:
+        """`url` names a vetted address instead of the host."""
+        return URL(self.url).raw_host != self.host
+
+    def __repr__(self) -> str:
+        return f"Route({redact(self.url)}, {self.host})"
+
+
+async def route(url: str, *, allow_private: bool) -> Route | str:
+    """Where a connection for `url` goes now, or why it may not be opened.
+
+    Every address the host resolves to is vetted, and the client connects to the first of them
+    by number: the library does not resolve the name again, so a DNS answer that changes
+    between the check and the connection (rebinding) cannot lead it elsewhere.
     """
-    if allow_private:
-        return None
     host, port = address(url)
+    if allow_private:
+        return Route(url, host)
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
@@ -115,4 +134,4 @@ async def connect_refusal(url: str, *, allow_private: bool) -> str | None:
         reason = address_refusal(str(sockaddr[0]))
         if reason is not None:
             return reason
-    return None
+    return Route(str(URL(url).with_host(str(infos[0][4][0]))), host)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from yarl import URL
 
+from ustun.webhooks.brokers.destinations import Route
 from ustun.webhooks.brokers.outcome import BrokerRefused, BrokerUnavailable
 
 if TYPE_CHECKING:
@@ -35,10 +36,11 @@ async def _ignore(_: Exception) -> None:
     """nats-py's error callback; failures reach the publisher as exceptions (logged scrubbed)."""
 
 
-def nats_options(url: str, seconds: float) -> dict[str, object]:
-    """`nats.connect` options for one URL: no reconnect, TLS required for `tls://`, quiet."""
+def nats_options(to: Route, seconds: float) -> dict[str, object]:
+    """`nats.connect` options for one route: no reconnect, TLS required for `tls://` (verified
+    against the URL's host), quiet."""
     return {
-        "servers": [url],
+        "servers": [to.url],
         "name": CONNECTION_NAME,
         "allow_reconnect": False,
         # The first connect walks the server list until `max_reconnect_attempts` (> 0) is passed;
@@ -47,7 +49,8 @@ def nats_options(url: str, seconds: float) -> dict[str, object]:
         "reconnect_time_wait": 0,
         "connect_timeout": max(1, math.ceil(seconds)),
         "error_cb": _ignore,
-        "tls": ssl.create_default_context() if URL(url).scheme == "tls" else None,
+        "tls": ssl.create_default_context() if URL(to.url).scheme == "tls" else None,
+        "tls_hostname": to.host,
     }
 
 
@@ -59,14 +62,14 @@ class JetStreamPublisher:
         self._stream = stream
 
     @classmethod
-    async def open(cls, url: str, seconds: float) -> JetStreamPublisher:
+    async def open(cls, to: Route, seconds: float) -> JetStreamPublisher:
         """Connect within `seconds` (also the PubAck wait); `BrokerUnavailable` on failure."""
         from nats.aio.client import Client
         from nats.errors import Error
 
         client = Client()
         try:
-            await client.connect(**nats_options(url, seconds))  # type: ignore[arg-type]
+            await client.connect(**nats_options(to, seconds))  # type: ignore[arg-type]
         except BaseException as exc:
             # A connect cut short (error, timeout, cancellation) leaves its socket open.
             with contextlib.suppress(Exception):

@@ -21,8 +21,9 @@ from ustun.webhooks.brokers.destinations import (
     NATS,
     RABBITMQ,
     Destination,
-    connect_refusal,
+    Route,
     redact,
+    route,
     scrub,
 )
 from ustun.webhooks.brokers.outcome import BrokerOutcome, BrokerRefused, BrokerUnavailable
@@ -50,19 +51,19 @@ class Publisher(Protocol):
     async def close(self) -> None: ...
 
 
-async def _open_rabbitmq(url: str, seconds: float) -> Publisher:
+async def _open_rabbitmq(to: Route, seconds: float) -> Publisher:
     from ustun.webhooks.brokers.amqp import AmqpPublisher
 
-    return await AmqpPublisher.open(url, seconds)
+    return await AmqpPublisher.open(to, seconds)
 
 
-async def _open_nats(url: str, seconds: float) -> Publisher:
+async def _open_nats(to: Route, seconds: float) -> Publisher:
     from ustun.webhooks.brokers.jetstream import JetStreamPublisher
 
-    return await JetStreamPublisher.open(url, seconds)
+    return await JetStreamPublisher.open(to, seconds)
 
 
-OPENERS: dict[str, Callable[[str, float], Awaitable[Publisher]]] = {
+OPENERS: dict[str, Callable[[Route, float], Awaitable[Publisher]]] = {
     RABBITMQ: _open_rabbitmq,
     NATS: _open_nats,
 }
@@ -141,10 +142,10 @@ class Brokers:
         return await asyncio.shield(opening)
 
     async def _open(self, destination: Destination) -> Publisher:
-        refusal = await connect_refusal(destination.url, allow_private=self.allow_private)
-        if refusal is not None:
-            raise BrokerUnavailable(f"refused: {refusal}")
-        publisher = await OPENERS[destination.kind](destination.url, self.timeout)
+        to = await route(destination.url, allow_private=self.allow_private)
+        if isinstance(to, str):
+            raise BrokerUnavailable(f"refused: {to}")
+        publisher = await OPENERS[destination.kind](to, self.timeout)
         self._publishers[destination.url] = publisher
         log.info("connected to %s %s", destination.kind, redact(destination.url))
         return publisher
