@@ -49,8 +49,7 @@ DEFAULT_MAX_IN_FLIGHT = 512
 DISABLE_AFTER = timedelta(days=5)
 WRITE_BATCH = 512
 # A flush waits up to WRITE_DELAY for more outcomes, but no longer than WRITE_QUIET after the
-# last one: a claimed batch's answers arrive together, and its endpoints' room comes back only
-# once they are recorded.
+# last one: a claimed batch's answers arrive together, and one transaction records them all.
 WRITE_DELAY = 0.02
 WRITE_QUIET = 0.002
 

@@ -18,7 +18,7 @@ from ustun.webhooks.adapters import for_connection
 from ustun.webhooks.brokers.destinations import Destination, redact
 from ustun.webhooks.outbox import ENDPOINT_DISABLED, emit
 from ustun.webhooks.secretbox import SecretBox
-from ustun.webhooks.tables import FIFO
+from ustun.webhooks.store import cap
 
 DEFAULT_MAX_IN_FLIGHT = 8
 HTTP = "http"
@@ -83,7 +83,7 @@ def target(box: SecretBox, row: Row[Any], now: datetime) -> Target:
         row.version,
         row.previous_secret_expires_at if len(signing) > 1 else None,
         destination(box, row),
-        1 if row.ordering == FIFO else row.max_in_flight,
+        cap(row.ordering, row.max_in_flight),
     )
 
 

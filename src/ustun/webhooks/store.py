@@ -27,10 +27,17 @@ from ustun.http.preconditions import Preconditions
 from ustun.store import Database, UnitOfWork
 from ustun.store.listen import Listener
 from ustun.webhooks.states import Status
+from ustun.webhooks.tables import FIFO
 
 # How far ahead a claim takes a rate-limited endpoint's send slots: its rows whose send time
 # falls later wait for a later claim (so a worker never sits on slots it cannot use soon).
 PACING_HORIZON = timedelta(seconds=1)
+
+
+def cap(ordering: str, max_in_flight: int) -> int:
+    """How many of an endpoint's deliveries may be in flight at once, across every worker: its
+    `max_in_flight`, or 1 for a FIFO endpoint."""
+    return 1 if ordering == FIFO else max_in_flight
 
 
 @dataclass(frozen=True, slots=True)

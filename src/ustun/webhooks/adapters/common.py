@@ -20,8 +20,6 @@ from ustun.store.tables import accounts
 from ustun.webhooks.states import Status
 from ustun.webhooks.tables import attempts, deliveries, endpoints, events
 
-# `webhook_endpoints.ordering` of an endpoint that takes its deliveries one at a time, in order.
-
 # The event row and, in the same statement, the ids of the endpoints that get a delivery: the
 # account's enabled ones whose filter (`webhooks.patterns.matches`: `*`, an exact type or
 # `prefix.*`) selects the type, or only `:endpoint_id` when given. Space-separated, NULL if none.

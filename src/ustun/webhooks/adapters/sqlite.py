@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.store import Database, UnitOfWork
 from ustun.webhooks.adapters.common import INSERT_EVENT, SqlStore, emit_statement
-from ustun.webhooks.store import PACING_HORIZON, Attempt, Claim, Settlement
+from ustun.webhooks.store import PACING_HORIZON, Attempt, Claim, Settlement, cap
 from ustun.webhooks.tables import (
     DUE_PREDICATE,
     FIFO,
@@ -109,12 +109,11 @@ def _start(endpoint: Row[Any], now: datetime) -> datetime:
 def _room(endpoint: Row[Any], now: datetime, horizon: datetime, limit: int) -> int:
     """How many deliveries a claim may give the endpoint: its cap less what is in flight, and
     with a rate limit no more than the slots before `horizon`."""
-    cap = 1 if endpoint.ordering == FIFO else endpoint.max_in_flight
     slots = limit
     if endpoint.rate_limit is not None:
         ahead = (horizon - _start(endpoint, now)).total_seconds()
         slots = math.floor(ahead * endpoint.rate_limit) + 1
-    return min(cap - int(endpoint.leased), slots)
+    return min(cap(endpoint.ordering, endpoint.max_in_flight) - int(endpoint.leased), slots)
 
 
 def _candidates(endpoint: Row[Any], now: datetime, free: int) -> Select[Any]:
