@@ -142,27 +142,26 @@ async def jetstream_stage() -> AsyncIterator[tuple[Stage, NatsClient]]:
         await client.close()
 
 
+def through(brokers: Brokers, destination: Destination) -> Publish:
+    """ustun's side of a round: `Brokers.publish` to `destination`, which must confirm."""
+
+    async def publish(event_id: str, body: bytes, headers: dict[str, str]) -> object:
+        got = await brokers.publish(destination, EVENT_TYPE, event_id, body, headers)
+        assert got.ok, got
+        return got
+
+    return publish
+
+
 async def rabbitmq(args: argparse.Namespace) -> tuple[list[Round], list[Round]]:
     async with rabbitmq_stage() as (stage, _), Brokers(timeout=10, allow_private=True) as brokers:
-        destination = Destination(RABBITMQ, RABBITMQ_URL, stage.name)
-
-        async def ustun(event_id: str, body: bytes, headers: dict[str, str]) -> object:
-            got = await brokers.publish(destination, EVENT_TYPE, event_id, body, headers)
-            assert got.ok, got
-            return got
-
+        ustun = through(brokers, Destination(RABBITMQ, RABBITMQ_URL, stage.name))
         return await rounds(args, stage.bare, ustun, stage.purge)
 
 
 async def jetstream(args: argparse.Namespace) -> tuple[list[Round], list[Round]]:
     async with jetstream_stage() as (stage, _), Brokers(timeout=10, allow_private=True) as brokers:
-        destination = Destination(NATS, NATS_URL, stage.name)
-
-        async def ustun(event_id: str, body: bytes, headers: dict[str, str]) -> object:
-            got = await brokers.publish(destination, EVENT_TYPE, event_id, body, headers)
-            assert got.ok, got
-            return got
-
+        ustun = through(brokers, Destination(NATS, NATS_URL, stage.name))
         return await rounds(args, stage.bare, ustun, stage.purge)
 
 
