@@ -7,13 +7,14 @@ import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 from fastapi import FastAPI
 from pydantic import SecretStr
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.engine import make_url
 
 from dashboard_support import SECRET, create_endpoint, log_in
@@ -116,14 +117,36 @@ async def test_created_and_rotated_secrets_replay_but_never_rest_in_clear(
         assert secret.removeprefix("whsec_").encode() not in stored
 
 
+NEW_SECRET_KEY = "a-brand-new-secret-key-0123456789abcdef"
+
+
+async def endpoint_row(db: Database, endpoint_id: str) -> Row[Any]:
+    """The endpoint's stored row, as it rests in the table."""
+    async with db.read() as conn:
+        return (await conn.execute(select(endpoints).where(endpoints.c.id == endpoint_id))).one()
+
+
+async def rotate_key(db: Database, settings: Settings) -> Settings:
+    """`ustun rotate-key` to `NEW_SECRET_KEY`, the current key kept as the previous one; the
+    settings after it."""
+    current = master_key(reveal(settings.secret_key), settings.database_url)
+    moved = settings.model_copy(
+        update={
+            "secret_key": SecretStr(NEW_SECRET_KEY),
+            "secret_key_previous": SecretStr(current),
+        }
+    )
+    await secret_keys.reseal(db, secret_box(moved), moved)
+    return moved
+
+
 async def test_the_private_key_is_sealed_at_rest_and_rotate_key_reseals_it(
     client: httpx.AsyncClient, db: Database, settings: Settings
 ) -> None:
     made = (await client.post("/v1/webhook-endpoints", json=ED25519)).json()
     await client.post(f"/v1/webhook-endpoints/{made['id']}/rotate-secret")
     box = secret_box(settings)
-    async with db.read() as conn:
-        row = (await conn.execute(select(endpoints).where(endpoints.c.id == made["id"]))).one()
+    row = await endpoint_row(db, made["id"])
     keys = ops.signing_secrets(box, row, clock.now())
     assert len(keys) == 2
     assert all(isinstance(k, SigningKey) for k in keys)
@@ -133,16 +156,8 @@ async def test_the_private_key_is_sealed_at_rest_and_rotate_key_reseals_it(
             assert base64.b64encode(key.key).decode() not in sealed
             assert key.key not in base64.b64decode(sealed)
 
-    current = master_key(reveal(settings.secret_key), settings.database_url)
-    moved = settings.model_copy(
-        update={
-            "secret_key": SecretStr("a-brand-new-secret-key-0123456789abcdef"),
-            "secret_key_previous": SecretStr(current),
-        }
-    )
-    await secret_keys.reseal(db, secret_box(moved), moved)
-    async with db.read() as conn:
-        resealed = (await conn.execute(select(endpoints).where(endpoints.c.id == made["id"]))).one()
+    moved = await rotate_key(db, settings)
+    resealed = await endpoint_row(db, made["id"])
     assert resealed.secret != row.secret
     later = clock.now() + timedelta(seconds=1)
     assert ops.signing_secrets(secret_box(moved), resealed, later) == keys
@@ -176,24 +191,11 @@ async def test_a_broker_url_is_never_returned_rests_sealed_and_rotate_key_reseal
     assert BROKER_PASSWORD.encode() not in stored
 
     box = secret_box(settings)
-    async with db.read() as conn:
-        row = (
-            await conn.execute(select(endpoints).where(endpoints.c.id == made.json()["id"]))
-        ).one()
+    row = await endpoint_row(db, made.json()["id"])
     assert ops.destination(box, row) is not None
     assert ops.destination(box, row).url == BROKER_URL + "2"  # type: ignore[union-attr]
-    current = master_key(reveal(settings.secret_key), settings.database_url)
-    moved = settings.model_copy(
-        update={
-            "secret_key": SecretStr("a-brand-new-secret-key-0123456789abcdef"),
-            "secret_key_previous": SecretStr(current),
-        }
-    )
-    await secret_keys.reseal(db, secret_box(moved), moved)
-    async with db.read() as conn:
-        resealed = (await conn.execute(select(endpoints).where(endpoints.c.id == row.id))).one()
-    assert ops.destination(SecretBox("a-brand-new-secret-key-0123456789abcdef"), resealed) == (
-        ops.destination(box, row)
-    )
+    await rotate_key(db, settings)
+    resealed = await endpoint_row(db, row.id)
+    assert ops.destination(SecretBox(NEW_SECRET_KEY), resealed) == (ops.destination(box, row))
     with pytest.raises(SecretKeyError):
         box.open(resealed.broker_url, context=row.id)
