@@ -40,7 +40,6 @@ from ustun.store import Database
 from ustun.store.migrate import check_current, upgrade
 
 if TYPE_CHECKING:
-    from ustun.service.runtime import secret_keys
     from ustun.webhooks.handlers import Handlers
 
 T = TypeVar("T")
@@ -81,7 +80,6 @@ async def _database(
         await preflight.reach(db)
         box = None
         if serving:
-            from ustun.service.runtime import secret_keys
             from ustun.service.runtime.job_loops import import_job_modules
             from ustun.service.runtime.webhook_runtime import secret_box
 
@@ -89,6 +87,8 @@ async def _database(
             box = secret_box(settings)
         await (upgrade if migrate else check_current)(db)
         if box is not None:
+            from ustun.service.runtime import secret_keys
+
             await secret_keys.check(db, box, settings)
         yield db
     finally:
