@@ -83,15 +83,6 @@ class Watch:
 Flow = Generator["httpx.Request | Sleep | Watch", Any, T]
 
 
-def api_error(response: httpx.Response, message: str) -> ApiError:
-    """An `ApiError` carrying `response`'s problem details."""
-    problem = parse_problem(response.headers.get("content-type"), response.content)
-    detail = f": {problem.detail}" if problem and problem.detail else ""
-    return ApiError(
-        f"{message} ({response.status_code}){detail}", problem=problem, response=response
-    )
-
-
 def update_flow(
     build: Build,
     url: str,
@@ -107,7 +98,7 @@ def update_flow(
     for _ in range(attempts):
         current: httpx.Response = yield build("GET", url)
         if current.status_code != 200:
-            raise api_error(current, f"GET {url} failed")
+            raise ApiError.from_response(current, f"GET {url} failed")
         etag = current.headers.get("etag")
         if etag is None:
             raise ApiError(f"GET {url} sent no ETag: it cannot be updated safely", response=current)
@@ -123,7 +114,7 @@ def update_flow(
         if written.status_code != 412:
             if written.is_success:
                 return written.json() if written.content else after
-            raise api_error(written, f"{method} {url} failed")
+            raise ApiError.from_response(written, f"{method} {url} failed")
         lost = written
     assert lost is not None
     problem = parse_problem(lost.headers.get("content-type"), lost.content)
@@ -139,7 +130,7 @@ def job_url(target: str | httpx.URL | httpx.Response) -> str:
     if not isinstance(target, httpx.Response):
         return str(target)
     if target.is_error:
-        raise api_error(target, f"{target.request.method} {target.request.url} failed")
+        raise ApiError.from_response(target, f"{target.request.method} {target.request.url} failed")
     location = target.headers.get("location")
     if location is None:
         raise ValueError(f"a {target.status_code} response without Location names no job")
@@ -179,7 +170,7 @@ def wait_flow(
         if polled.status_code == 200:
             job, etag = polled.json(), polled.headers.get("etag", "")
         elif polled.status_code != 304:
-            raise api_error(polled, f"GET {url} failed")
+            raise ApiError.from_response(polled, f"GET {url} failed")
         if isinstance(job, dict) and job.get("status") in FINAL_STATUSES:
             return job
         remaining = deadline - clock()

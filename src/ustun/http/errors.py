@@ -44,7 +44,7 @@ import errno
 from collections.abc import Mapping
 from typing import Any
 
-from ustun.http.problem import Problem
+from ustun.http.problem import Problem, parse_problem
 
 
 class UstunError(Exception):
@@ -227,6 +227,16 @@ class ClientError(UstunError):
 
 class ApiError(ClientError):
     """The server answered with an error (4xx/5xx) that retrying cannot fix."""
+
+    @classmethod
+    def from_response(cls, response: Any, message: str) -> ApiError:
+        """The error for `response` (an HTTP client's, with `headers`, `content` and
+        `status_code`), its problem details parsed: `message (status): detail`."""
+        problem = parse_problem(response.headers.get("content-type"), response.content)
+        detail = f": {problem.detail}" if problem and problem.detail else ""
+        return cls(
+            f"{message} ({response.status_code}){detail}", problem=problem, response=response
+        )
 
 
 class UpdateConflict(ApiError):

@@ -22,7 +22,6 @@ from typing import Any
 from ustun.client import AsyncClient
 from ustun.clock import rfc3339
 from ustun.http.errors import ApiError
-from ustun.http.problem import parse_problem
 from ustun.webhooks.cursors import CursorStore, cursors_beside
 from ustun.webhooks.handlers import Handlers
 from ustun.webhooks.inbox import Inbox
@@ -110,13 +109,7 @@ class Reconciler:
     async def _page(self, api: AsyncClient, params: dict[str, Any]) -> dict[str, Any]:
         response = await api.get(FEED, params=params)
         if response.is_error:
-            problem = parse_problem(response.headers.get("content-type"), response.content)
-            detail = f": {problem.detail}" if problem and problem.detail else ""
-            raise ApiError(
-                f"GET {self.base_url}{FEED} failed ({response.status_code}){detail}",
-                problem=problem,
-                response=response,
-            )
+            raise ApiError.from_response(response, f"GET {self.base_url}{FEED} failed")
         page: dict[str, Any] = response.json()
         return page
 
