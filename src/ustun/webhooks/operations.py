@@ -36,15 +36,21 @@ RECOVERABLE = tuple(s for s in sources(Change.RESEND) if s in (Status.FAILED, St
 DESTINATION_FIELD = {RABBITMQ: "exchange", NATS: "subject"}
 
 
+def _invalid(field: str, reason: str, error_type: str, message: str = "") -> ProblemError:
+    """422 `validation-error` on `body.<field>`: `reason` in the detail, `message` (else the
+    reason) in its `errors` entry."""
+    return ProblemError(
+        "validation-error",
+        f"Invalid value in body.{field}: {reason}.",
+        errors=[{"field": f"body.{field}", "message": message or reason, "type": error_type}],
+    )
+
+
 def check_url(url: str, *, allow_private: bool) -> None:
     """Raise 422 `validation-error` on `body.url` if webhooks may not be sent there."""
     reason = url_refusal(url, allow_private=allow_private)
     if reason is not None:
-        raise ProblemError(
-            "validation-error",
-            f"Invalid value in body.url: {reason}.",
-            errors=[{"field": "body.url", "message": reason, "type": "url"}],
-        )
+        raise _invalid("url", reason, "url")
 
 
 def check_destination(kind: str, url: str, name: str | None, *, allow_private: bool) -> None:
@@ -60,11 +66,7 @@ def check_destination(kind: str, url: str, name: str | None, *, allow_private: b
             if reason.startswith("the " + DESTINATION_FIELD[kind])
             else "url"
         )
-        raise ProblemError(
-            "validation-error",
-            f"Invalid value in body.{field}: {reason}.",
-            errors=[{"field": f"body.{field}", "message": reason, "type": field}],
-        )
+        raise _invalid(field, reason, field)
 
 
 def _destination_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -134,11 +136,7 @@ def _new_destination(
     kind, url = row.kind, change.get("url")
     wrong = [f for k, f in DESTINATION_FIELD.items() if k != kind and change.get(f) is not None]
     if wrong:
-        raise ProblemError(
-            "validation-error",
-            f"Invalid value in body.{wrong[0]}: a {kind} endpoint has no {wrong[0]}.",
-            errors=[{"field": f"body.{wrong[0]}", "message": f"not for {kind}", "type": "kind"}],
-        )
+        raise _invalid(wrong[0], f"a {kind} endpoint has no {wrong[0]}", "kind", f"not for {kind}")
     if kind == endpoints.HTTP:
         if url is not None:
             check_url(url, allow_private=allow_private)
