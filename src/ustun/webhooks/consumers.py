@@ -229,12 +229,18 @@ async def consume_nats(
         else:
             await message.nak(delay=intake.retry_delay)
 
+    task = asyncio.current_task()
+    assert task is not None  # a coroutine run by the event loop
     client = await nats.connect(url, max_reconnect_attempts=-1)
     pull = None
     try:
         pull = await client.jetstream().pull_subscribe(subject, durable, stream=stream)
         log.info("consuming %s subject %r as %r", redact(url), subject, durable)
         while True:
+            # Python 3.11's `wait_for`, inside nats-py's fetch, can swallow a cancellation that
+            # lands as its wait ends: the request to stop is still on the task, so end here.
+            if task.cancelling():
+                raise asyncio.CancelledError
             try:
                 messages = await pull.fetch(batch, timeout=FETCH_WAIT)
             except TimeoutError:  # nats-py raises its own and, on some paths, asyncio's
