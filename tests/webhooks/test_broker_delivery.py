@@ -76,7 +76,7 @@ async def _attempts(db: Database, endpoint_id: str, *, failed: bool) -> int:
     async with db.read() as conn:
         counted = await conn.scalar(
             select(func.count())
-            .select_from(attempts.join(deliveries))
+            .select_from(attempts.join(deliveries, attempts.c.delivery_id == deliveries.c.id))
             .where(
                 deliveries.c.endpoint_id == endpoint_id,
                 attempts.c.error.is_not(None) if failed else attempts.c.error.is_(None),

@@ -10,12 +10,14 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from ustun import clock
+from ustun import clock, ids
+from ustun.http.preconditions import Preconditions
 from ustun.store import Database
 from ustun.webhooks.adapters import for_database
 from ustun.webhooks.outbox import emit
-from ustun.webhooks.store import Claim, Settlement
-from ustun.webhooks.tables import endpoints
+from ustun.webhooks import operations
+from ustun.webhooks.store import Attempt, Claim, Settlement
+from ustun.webhooks.tables import attempts, deliveries, endpoints
 from webhook_support import MakeEndpoint
 
 URL = "http://127.0.0.1:9/hook"
@@ -143,6 +145,58 @@ async def test_a_fifo_endpoint_offers_only_its_head_and_a_waiting_retry_blocks_t
         )
     (second,) = await _claim(db, account_id, "lease_c", later=timedelta(seconds=31))
     assert second.event_id == events[1]
+
+
+async def _settle(db: Database, claimed: list[Claim], token: str, status: str) -> None:
+    """Record one attempt of each claimed delivery: `succeeded`, or `failed` and due again."""
+    now = clock.now()
+    async with db.unit_of_work() as uow:
+        await for_database(db).settle(
+            uow,
+            [
+                Settlement(c.id, status, c.attempt_count + 1, now if status == "failed" else None)
+                for c in claimed
+            ],
+            [Attempt(ids.new_id("att"), c.id, now, 500, 1.0, None, None) for c in claimed],
+            now=now,
+            token=token,
+        )
+
+
+async def _attempts_of(db: Database, delivery_ids: list[str]) -> list[str]:
+    async with db.read() as conn:
+        found = await conn.scalars(
+            select(attempts.c.delivery_id).where(attempts.c.delivery_id.in_(delivery_ids))
+        )
+        return sorted(found)
+
+
+async def test_an_endpoint_deleted_in_flight_takes_its_attempts_and_the_batch_still_settles(
+    db: Database, account_id: str, make_endpoint: MakeEndpoint
+) -> None:
+    """Deleting an endpoint deletes its deliveries' attempts; a batch of outcomes that includes
+    one of its deliveries, finished after the deletion, records the rest and no orphan attempt."""
+    gone, _ = await make_endpoint(URL)
+    kept, _ = await make_endpoint(URL)
+    await _queue(db, account_id, 1)
+    first = await _claim(db, account_id, "lease_a")
+    assert sorted(c.endpoint_id for c in first) == sorted([gone, kept])
+    await _settle(db, first, "lease_a", "failed")
+    again = await _claim(db, account_id, "lease_b")
+    assert {c.id for c in again} == {c.id for c in first}
+    by_endpoint = {c.endpoint_id: c.id for c in again}
+    assert await _attempts_of(db, [by_endpoint[gone]]) == [by_endpoint[gone]]
+
+    await operations.delete_endpoint(db, account_id, gone, Preconditions())
+    assert await _attempts_of(db, [by_endpoint[gone]]) == []
+    await _settle(db, again, "lease_b", "succeeded")
+
+    assert await _attempts_of(db, list(by_endpoint.values())) == [by_endpoint[kept]] * 2
+    async with db.read() as conn:
+        left = (await conn.execute(select(deliveries.c.id, deliveries.c.status))).all()
+    assert [tuple(row) for row in left if row.id in by_endpoint.values()] == [
+        (by_endpoint[kept], "succeeded")
+    ]
 
 
 async def test_skipped_endpoints_are_left_alone(

@@ -146,7 +146,8 @@ class WebhookStore(Protocol):
         now: datetime,
         token: str,
     ) -> None:
-        """Apply outcomes to the deliveries still leased with `token` and record the attempts."""
+        """Apply outcomes to the deliveries still leased with `token`, and record the attempts
+        of those that still exist (a deleted endpoint's are gone with it)."""
         ...
 
     async def clear_failing(self, uow: UnitOfWork, endpoint_ids: Collection[str]) -> None:
@@ -195,7 +196,7 @@ class WebhookStore(Protocol):
     async def delete_endpoint(
         self, uow: UnitOfWork, account_id: str, endpoint_id: str, pre: Preconditions
     ) -> None:
-        """Delete the endpoint by compare-and-delete (its deliveries go by cascade)."""
+        """Delete the endpoint by compare-and-delete, with its deliveries and their attempts."""
         ...
 
     async def rotate_secret(

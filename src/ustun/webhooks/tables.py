@@ -132,13 +132,9 @@ attempts = Table(
     "webhook_attempts",
     metadata,
     Column("id", String(40), primary_key=True),
-    Column(
-        "delivery_id",
-        String(40),
-        ForeignKey("webhook_deliveries.id", ondelete="CASCADE"),
-        nullable=False,
-        index=True,
-    ),
+    # No foreign key (migration 0013): its check cost a locking lookup per attempt recorded.
+    # Settling records attempts only of deliveries that exist; deleting an endpoint deletes them.
+    Column("delivery_id", String(40), nullable=False, index=True),
     Column("attempted_at", UTCDateTime(), nullable=False),
     Column("status_code", Integer(), nullable=True),
     Column("latency_ms", Float(), nullable=False),

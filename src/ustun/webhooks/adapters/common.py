@@ -10,7 +10,19 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, String, bindparam, case, func, insert, select, text, tuple_, update
+from sqlalchemy import (
+    Row,
+    String,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.concurrency import GuardRejected, Preconditions, compare_and_delete, compare_and_set
@@ -170,7 +182,12 @@ class SqlStore:
     async def delete_endpoint(
         self, uow: UnitOfWork, account_id: str, endpoint_id: str, pre: Preconditions
     ) -> None:
-        """Delete the endpoint by compare-and-delete (its deliveries go by cascade)."""
+        """Delete the endpoint by compare-and-delete (its deliveries go by cascade) and its
+        deliveries' attempts (no foreign key: see migration 0013)."""
+        own = select(deliveries.c.id).where(
+            deliveries.c.account_id == account_id, deliveries.c.endpoint_id == endpoint_id
+        )
+        await uow.conn.execute(delete(attempts).where(attempts.c.delivery_id.in_(own)))
         await compare_and_delete(uow.conn, endpoints, where=_key(account_id, endpoint_id), pre=pre)
 
     async def rotate_secret(

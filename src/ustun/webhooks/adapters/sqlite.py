@@ -244,5 +244,10 @@ class SqliteStore(SqlStore):
         await uow.conn.execute(
             statement, [dict(zip(_UPDATE_KEYS, r, strict=True)) for r in settled]
         )
-        if attempts_made:
-            await uow.conn.execute(insert(attempts), [r._asdict() for r in attempts_made])
+        # Attempts of the deliveries that still exist: an endpoint deleted meanwhile took its
+        # deliveries along.
+        wanted = {r.delivery_id for r in attempts_made}
+        alive = set((await uow.conn.scalars(select(d.c.id).where(d.c.id.in_(wanted)))).all())
+        rows = [r._asdict() for r in attempts_made if r.delivery_id in alive]
+        if rows:
+            await uow.conn.execute(insert(attempts), rows)
