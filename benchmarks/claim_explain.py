@@ -2,9 +2,10 @@
 
 Endpoint A is saturated (its `max_in_flight` deliveries are leased: in flight in some worker)
 and has 0, 20,000, then 200,000 more due deliveries at the head of the due order; endpoint B
-has 5 due deliveries. For each size it prints `EXPLAIN (ANALYZE, BUFFERS)` of the claim's two
-statements, summed (in a transaction rolled back, so every size claims the same rows):
-execution time, buffers touched, rows claimed.
+has 5 due deliveries. For each size it prints the plans of the claim function's two statements
+as PostgreSQL's `auto_explain` reports them (ANALYZE, BUFFERS; nested statements, sent to this
+client), summed (in a transaction rolled back, so every size claims the same rows): execution
+time, buffers touched, rows claimed. Needs a superuser (`LOAD 'auto_explain'`).
 
     .venv/bin/python benchmarks/claim_explain.py [--sizes 0,20000,200000] [--plans]
 """
@@ -22,13 +23,12 @@ import asyncpg
 from backlog import add_endpoints, insert_backlog, new_account
 from ustun import clock
 from ustun.store import Database
-from ustun.webhooks.adapters.postgres import _CLAIM as CLAIM  # the statements measured; repoint
-from ustun.webhooks.adapters.postgres import _READY as READY  # here when the claim moves
-from ustun.webhooks.adapters.postgres import PLAN_AND_COMMIT
+from ustun.webhooks.adapters.postgres import CLAIM
+from ustun.webhooks.dispatcher import DEFAULT_BATCH
 from ustun.webhooks.store import PACING_HORIZON
 from webhooks import drop_pg, pg_database
 
-BATCH = 256  # the dispatcher's default batch (`dispatcher.DEFAULT_BATCH`)
+BATCH = DEFAULT_BATCH
 SPARE = 5  # endpoint B's due deliveries
 IN_FLIGHT = 8  # A's cap, all of it in flight
 
@@ -41,18 +41,22 @@ WHERE id IN (SELECT id FROM webhook_deliveries WHERE endpoint_id = $1 LIMIT $2)
 """
 
 
-def ready_args() -> tuple[Any, ...]:
-    """The first statement's parameters as the dispatcher passes them: now, no endpoints to
-    skip, the pacing horizon's end."""
-    now = clock.now()
-    return (now, [], now + PACING_HORIZON)
+# Every statement's plan, with its buffers and actual times, logged to this client as well.
+_AUTO_EXPLAIN = """
+LOAD 'auto_explain';
+SET auto_explain.log_min_duration = 0;
+SET auto_explain.log_analyze = on;
+SET auto_explain.log_buffers = on;
+SET auto_explain.log_nested_statements = on;
+SET client_min_messages = log;
+"""
 
 
-def claim_args(ready: list[str]) -> tuple[Any, ...]:
-    """The second's: now, the locked endpoints, rows to take, the lease's end and token, the
-    pacing horizon's end."""
+def claim_args() -> tuple[Any, ...]:
+    """The claim function's parameters as the dispatcher passes them: now, no endpoints to skip,
+    the pacing horizon's end, rows to take, the lease's end and token, none finished."""
     now = clock.now()
-    return (now, ready, BATCH, now + timedelta(seconds=60), "lease_x", now + PACING_HORIZON)
+    return (now, [], now + PACING_HORIZON, BATCH, now + timedelta(seconds=60), "lease_x", [])
 
 
 def totals(node: dict[str, Any]) -> dict[str, int]:
@@ -61,22 +65,26 @@ def totals(node: dict[str, Any]) -> dict[str, int]:
 
 
 async def explain(conn: asyncpg.Connection, text: bool) -> list[dict[str, Any]]:
-    """EXPLAIN (ANALYZE, BUFFERS) of the claim's two statements, rolled back; the JSON plans,
-    or the text ones."""
-    form = "TEXT" if text else "JSON"
+    """The plans of the claim function's two statements, rolled back; as JSON, or as text."""
+    logged: list[str] = []
+
+    def listen(_conn: Any, message: Any) -> None:
+        logged.append(message.message.split("plan:\n", 1)[-1])
+
+    conn.add_log_listener(listen)
     tx = conn.transaction()
     await tx.start()
     try:
-        await conn.execute(PLAN_AND_COMMIT)
-        analyse = f"EXPLAIN (ANALYZE, BUFFERS, FORMAT {form})"
-        first = await conn.fetch(f"{analyse} {READY}", *ready_args())
-        ready = [row[0] for row in await conn.fetch(READY, *ready_args())]
-        second = await conn.fetch(f"{analyse} {CLAIM}", *claim_args(ready))
+        await conn.execute(f"SET LOCAL auto_explain.log_format = {'text' if text else 'json'}")
+        await conn.fetch(CLAIM, *claim_args())
     finally:
         await tx.rollback()
+        conn.remove_log_listener(listen)
+    # The function's statements that read the deliveries: not its settings, not the call.
+    statements = [m for m in logged if "webhook_deliveries" in m and "ustun_claim" not in m]
     if text:
-        return [{"text": "\n".join(r[0] for r in rows)} for rows in (first, second)]
-    return [json.loads(rows[0][0])[0] for rows in (first, second)]
+        return [{"text": m} for m in statements]
+    return [json.loads(m) for m in statements]
 
 
 async def measure(sizes: list[int], plans: bool) -> None:
@@ -87,12 +95,13 @@ async def measure(sizes: list[int], plans: bool) -> None:
         urls = ["http://127.0.0.1:9/a", "http://127.0.0.1:9/b"]
         saturated, spare = await add_endpoints(db, account_id, urls, max_in_flight=IN_FLIGHT)
         conn = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"))
+        await conn.execute(_AUTO_EXPLAIN)
         try:
             await insert_backlog(conn, account_id, spare, SPARE, prefix="evt_b")
             await insert_backlog(conn, account_id, saturated, IN_FLIGHT, prefix="evt_f")
             await conn.execute(_LEASE, saturated, IN_FLIGHT)
             print(f"claim of up to {BATCH} rows; endpoint B has {SPARE} due, A is at its cap")
-            print(f"{'A backlog':>10} {'exec ms':>8} {'plan ms':>8} {'hit':>7} {'read':>6} rows")
+            print(f"{'A backlog':>10} {'exec ms':>8} {'hit':>7} {'read':>6} rows")
             loaded = 0
             for size in sizes:
                 await insert_backlog(conn, account_id, saturated, size - loaded, f"e{size}_")
@@ -100,12 +109,9 @@ async def measure(sizes: list[int], plans: bool) -> None:
                 for _ in range(2):  # the first run warms the cache; print the second
                     both = await explain(conn, text=False)
                 hit, read = (sum(totals(p["Plan"])[k] for p in both) for k in ("hit", "read"))
-                run, planned = (
-                    sum(p[k] for p in both) for k in ("Execution Time", "Planning Time")
-                )
+                run = sum(p["Plan"]["Actual Total Time"] for p in both)
                 print(
-                    f"{size:>10,} {run:>8.2f} {planned:>8.2f} {hit:>7} {read:>6}"
-                    f" {both[1]['Plan']['Actual Rows']}"
+                    f"{size:>10,} {run:>8.2f} {hit:>7} {read:>6} {both[1]['Plan']['Actual Rows']}"
                 )
                 if plans:
                     print("\n".join(p["text"] for p in await explain(conn, text=True)))
