@@ -3,7 +3,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select, text
+from alembic import command
+from sqlalchemy import Connection, select, text
 from starlette.types import Message, Receive, Scope, Send
 
 from support import BACKENDS, drop_pg_database, make_pg_database
@@ -20,6 +21,7 @@ from ustun.service.plumbing.accounts import (
 )
 from ustun.store import Database
 from ustun.store.migrate import (
+    _config,
     check_current,
     current_revision,
     head_revision,
@@ -28,7 +30,7 @@ from ustun.store.migrate import (
 from ustun.webhooks import feed
 from ustun.webhooks.inbox import DatabaseInbox
 from ustun.webhooks.outbox import emit
-from ustun.webhooks.tables import endpoints
+from ustun.webhooks.tables import attempts, endpoints
 from webhook_support import until
 
 
@@ -139,6 +141,66 @@ async def test_0010_puts_existing_events_first_in_the_feed_and_keeps_endpoints_h
                 select(endpoints.c.signature).where(endpoints.c.id == "we_old")
             )
         assert scheme == "hmac-sha256"
+    finally:
+        await db.dispose()
+        if name is not None:
+            await asyncio.to_thread(drop_pg_database, name)
+
+
+# An endpoint with one delivery of one event, and two attempts of it; one more attempt whose
+# delivery is gone (recorded after its endpoint was deleted, which 0013 allows).
+_ATTEMPTED = [
+    "INSERT INTO webhook_endpoints (id, account_id, url, description, events, payload, enabled,"
+    " max_in_flight, secret, version, created_at, updated_at) VALUES ('we_1', :account,"
+    " 'https://example.com', '', '[]', 'full', true, 8, 'sealed', 1, :now, :now)",
+    "INSERT INTO webhook_events (id, account_id, type, data, created_at)"
+    " VALUES ('evt_1', :account, 'ping', '{}', :now)",
+    "INSERT INTO webhook_deliveries (id, account_id, endpoint_id, event_id, status, attempt_count,"
+    " next_attempt_at, created_at, updated_at)"
+    " VALUES ('dlv_1', :account, 'we_1', 'evt_1', 'failed', 2, :now, :now, :now)",
+    "INSERT INTO webhook_attempts (id, delivery_id, attempted_at, status_code, latency_ms)"
+    " VALUES ('att_1', 'dlv_1', :now, 500, 1.0), ('att_2', 'dlv_1', :now, 500, 1.0)",
+]
+
+
+async def _attempt_ids(db: Database) -> list[str]:
+    async with db.read() as conn:
+        return sorted(await conn.scalars(select(attempts.c.id)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_0013_keeps_attempts_and_goes_down_and_up_again(backend: str, tmp_path: Path) -> None:
+    name, url = (None, f"sqlite:///{tmp_path / 'old.db'}")
+    if backend == "postgresql":
+        name, url = await asyncio.to_thread(make_pg_database)
+    db = Database(url)
+    try:
+        await upgrade(db, "0012")
+        account = await account_for_key(db, await create_key(db, "before-0013"))
+        assert account is not None
+        async with db.unit_of_work() as uow:
+            for statement in _ATTEMPTED:
+                await uow.conn.execute(text(statement), {"account": account.id, "now": clock.now()})
+        await upgrade(db)
+        assert await _attempt_ids(db) == ["att_1", "att_2"]
+        async with db.unit_of_work() as uow:
+            await uow.conn.execute(
+                text(
+                    "INSERT INTO webhook_attempts (id, delivery_id, attempted_at, latency_ms)"
+                    " VALUES ('att_orphan', 'dlv_gone', :now, 1.0)"
+                ),
+                {"now": clock.now()},
+            )
+
+        def down_and_up(conn: Connection) -> None:
+            command.downgrade(_config(conn), "0012")
+            command.upgrade(_config(conn), "head")
+
+        async with db.engine.begin() as conn:
+            await conn.run_sync(down_and_up)
+        await check_current(db)
+        # The orphan went on the way down, where the foreign key came back.
+        assert await _attempt_ids(db) == ["att_1", "att_2"]
     finally:
         await db.dispose()
         if name is not None:

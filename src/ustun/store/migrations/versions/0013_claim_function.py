@@ -158,27 +158,38 @@ _DROP_CLAIM = (
     "timestamptz, text[], timestamptz, int, timestamptz, text, text[])"
 )
 
-# SQLite's foreign key has no name: this convention gives it one to drop it by.
+# The foreign key's name: PostgreSQL's default; SQLite's has none, so a naming convention gives
+# it one to drop it by.
+_PG_FK = "webhook_attempts_delivery_id_fkey"
 _NAMES = {"fk": "fk_%(table_name)s_%(column_0_name)s"}
-_FK = "fk_webhook_attempts_delivery_id"
+_SQLITE_FK = "fk_webhook_attempts_delivery_id"
 
 
 def upgrade() -> None:
     if op.get_context().dialect.name == "postgresql":
-        op.drop_constraint("webhook_attempts_delivery_id_fkey", "webhook_attempts", "foreignkey")
+        op.drop_constraint(_PG_FK, "webhook_attempts", type_="foreignkey")
         op.execute(_CLAIM)
         return
     with op.batch_alter_table("webhook_attempts", naming_convention=_NAMES) as batch:
-        batch.drop_constraint(_FK, type_="foreignkey")
+        batch.drop_constraint(_SQLITE_FK, type_="foreignkey")
 
 
 def downgrade() -> None:
-    if op.get_context().dialect.name == "postgresql":
-        op.execute(_DROP_CLAIM)
     op.execute(
         "DELETE FROM webhook_attempts WHERE delivery_id NOT IN (SELECT id FROM webhook_deliveries)"
     )
+    if op.get_context().dialect.name == "postgresql":
+        op.execute(_DROP_CLAIM)
+        op.create_foreign_key(
+            _PG_FK,
+            "webhook_attempts",
+            "webhook_deliveries",
+            ["delivery_id"],
+            ["id"],
+            ondelete="CASCADE",
+        )
+        return
     with op.batch_alter_table("webhook_attempts", naming_convention=_NAMES) as batch:
         batch.create_foreign_key(
-            _FK, "webhook_deliveries", ["delivery_id"], ["id"], ondelete="CASCADE"
+            _SQLITE_FK, "webhook_deliveries", ["delivery_id"], ["id"], ondelete="CASCADE"
         )
