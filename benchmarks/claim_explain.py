@@ -53,10 +53,11 @@ SET client_min_messages = log;
 
 
 def claim_args() -> tuple[Any, ...]:
-    """The claim function's parameters as the dispatcher passes them: now, no endpoints to skip,
-    the pacing horizon's end, rows to take, the lease's end and token, none finished."""
+    """The claim's parameters as the dispatcher passes them: now, no endpoints to skip (ids
+    joined by spaces), the pacing horizon's end, rows to take, the lease's end and token, none
+    finished."""
     now = clock.now()
-    return (now, [], now + PACING_HORIZON, BATCH, now + timedelta(seconds=60), "lease_x", [])
+    return (now, "", now + PACING_HORIZON, BATCH, now + timedelta(seconds=60), "lease_x", "")
 
 
 def totals(node: dict[str, Any]) -> dict[str, int]:
