@@ -1,5 +1,6 @@
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -69,13 +70,25 @@ async def test_databases_migrated_at_once_in_one_process_each_reach_head(tmp_pat
             await db.dispose()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-async def test_0009_upgrades_a_database_that_has_keys(backend: str, tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def _old_database(backend: str, tmp_path: Path) -> AsyncIterator[Database]:
+    """A database of `backend` for a test that migrates it from an older revision; dropped
+    (PostgreSQL) or left in `tmp_path` (SQLite) afterwards."""
     name, url = (None, f"sqlite:///{tmp_path / 'old.db'}")
     if backend == "postgresql":
         name, url = await asyncio.to_thread(make_pg_database)
     db = Database(url)
     try:
+        yield db
+    finally:
+        await db.dispose()
+        if name is not None:
+            await asyncio.to_thread(drop_pg_database, name)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_0009_upgrades_a_database_that_has_keys(backend: str, tmp_path: Path) -> None:
+    async with _old_database(backend, tmp_path) as db:
         await upgrade(db, "0008")
         key = await create_key(db, "before-0009")
         await upgrade(db)
@@ -92,21 +105,13 @@ async def test_0009_upgrades_a_database_that_has_keys(backend: str, tmp_path: Pa
         await revoke_key(db, credential.key_id)
         assert await authenticate(db, key) is None
         assert await session_account(db, session_id) is None
-    finally:
-        await db.dispose()
-        if name is not None:
-            await asyncio.to_thread(drop_pg_database, name)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_0010_puts_existing_events_first_in_the_feed_and_keeps_endpoints_hmac(
     backend: str, tmp_path: Path
 ) -> None:
-    name, url = (None, f"sqlite:///{tmp_path / 'old.db'}")
-    if backend == "postgresql":
-        name, url = await asyncio.to_thread(make_pg_database)
-    db = Database(url)
-    try:
+    async with _old_database(backend, tmp_path) as db:
         await upgrade(db, "0009")
         account = await account_for_key(db, await create_key(db, "before-0010"))
         assert account is not None
@@ -141,10 +146,6 @@ async def test_0010_puts_existing_events_first_in_the_feed_and_keeps_endpoints_h
                 select(endpoints.c.signature).where(endpoints.c.id == "we_old")
             )
         assert scheme == "hmac-sha256"
-    finally:
-        await db.dispose()
-        if name is not None:
-            await asyncio.to_thread(drop_pg_database, name)
 
 
 # An endpoint with one delivery of one event, and two attempts of it; one more attempt whose
@@ -170,11 +171,7 @@ async def _attempt_ids(db: Database) -> list[str]:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_0013_keeps_attempts_and_goes_down_and_up_again(backend: str, tmp_path: Path) -> None:
-    name, url = (None, f"sqlite:///{tmp_path / 'old.db'}")
-    if backend == "postgresql":
-        name, url = await asyncio.to_thread(make_pg_database)
-    db = Database(url)
-    try:
+    async with _old_database(backend, tmp_path) as db:
         await upgrade(db, "0012")
         account = await account_for_key(db, await create_key(db, "before-0013"))
         assert account is not None
@@ -201,10 +198,6 @@ async def test_0013_keeps_attempts_and_goes_down_and_up_again(backend: str, tmp_
         await check_current(db)
         # The orphan went on the way down, where the foreign key came back.
         assert await _attempt_ids(db) == ["att_1", "att_2"]
-    finally:
-        await db.dispose()
-        if name is not None:
-            await asyncio.to_thread(drop_pg_database, name)
 
 
 async def _has(read: Callable[[], Awaitable[list[str]]], n: int) -> bool:
