@@ -244,6 +244,8 @@ class SqliteStore(SqlStore):
         await uow.conn.execute(
             statement, [dict(zip(_UPDATE_KEYS, r, strict=True)) for r in settled]
         )
+        if not attempts_made:
+            return
         # Attempts of the deliveries that still exist: an endpoint deleted meanwhile took its
         # deliveries along.
         wanted = {r.delivery_id for r in attempts_made}
