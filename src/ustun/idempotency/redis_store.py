@@ -54,7 +54,12 @@ return 0
 
 
 def _ms(seconds: float) -> int:
-    return max(1, int(seconds * 1000))
+    return int(seconds * 1000)
+
+
+def _expiry_ms(seconds: float) -> int:
+    """A TTL in ms for PEXPIRE, which refuses 0."""
+    return max(1, _ms(seconds))
 
 
 def _text(value: Any) -> str:
@@ -91,7 +96,7 @@ class RedisRecordStore:
         now_ms = int(clock.now().timestamp() * 1000)
         reply = await self._claim(
             keys=[self._key(scope, key)],
-            args=[fingerprint, token, now_ms, _ms(lease), _ms(ttl)],
+            args=[fingerprint, token, now_ms, _ms(lease), _expiry_ms(ttl)],
         )
         if int(reply[0]) == 1:
             return Claimed(token)
@@ -118,7 +123,7 @@ class RedisRecordStore:
             keys=[self._key(scope, key)],
             args=[
                 lease_token,
-                _ms(ttl),
+                _expiry_ms(ttl),
                 response.status,
                 response.headers_json(),
                 "0" if response.body is None else "1",
