@@ -66,6 +66,20 @@ async def test_retry_after_is_capped(call: Call, script: Script) -> None:
     assert 0.2 <= time.monotonic() - started < 2
 
 
+@pytest.mark.parametrize("value", ["9" * 400, "9" * 5000, "Mon, 01 Jun 2026 12:00:" + "9" * 400])
+async def test_a_hostile_retry_after_is_a_long_wait_capped(
+    call: Call, script: Script, value: str
+) -> None:
+    """A `Retry-After` too long for a float (or for `int()`) is the longest wait the policy
+    obeys, or no wait asked for at all: never a raw OverflowError or ValueError."""
+    script.then(
+        Reply(429, headers={"Retry-After": value}), Reply(503, headers={"Retry-After": value})
+    )
+    capped = Backoff(base=0.01, cap=0.05, retry_after_cap=0.05)
+    assert (await call("GET", "/x", client={"retry": capped})).status_code == 200
+    assert len(script.seen) == 3
+
+
 async def test_a_keyless_post_is_never_retried(call: Call, script: Script) -> None:
     script.then(Reply(503), Reply(201))
     response = await call("POST", "/v1/payments", json={}, client={"idempotency_keys": False})

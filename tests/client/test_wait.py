@@ -29,11 +29,13 @@ class Jobs:
         polls_to_finish: int = 3,
         drop_stream_once: bool = False,
         silent: bool = False,
+        retry_after: str = "0",
     ) -> None:
         self.sse = sse
         self.silent = silent
         self.polls_to_finish = polls_to_finish
         self.drop_stream_once = drop_stream_once
+        self.retry_after = retry_after
         self.job = {"id": "job_1", "status": "pending", "progress": 0}
         self.polls: list[int] = []  # status codes of GET /jobs/job_1
         self.last_event_ids: list[str | None] = []
@@ -47,7 +49,7 @@ class Jobs:
         etag = f'"{self.job["status"]}"'
         headers = {"ETag": etag}
         if self.job["status"] != "done":
-            headers["Retry-After"] = "0"
+            headers["Retry-After"] = self.retry_after
         if request.headers.get("if-none-match") == etag:
             self.polls.append(304)
             return Response(status_code=304, headers=headers)
@@ -147,6 +149,18 @@ async def test_a_job_that_does_not_finish_in_time_raises(wait: Wait) -> None:
     with pytest.raises(WaitTimeout) as raised:
         await wait(jobs, timeout=0.3)
     assert raised.value.job["status"] == "pending"
+
+
+@pytest.mark.parametrize("retry_after", ["9" * 400, "9" * 5000])
+async def test_a_hostile_retry_after_pauses_no_longer_than_the_timeout(
+    wait: Wait, retry_after: str
+) -> None:
+    """A job's `Retry-After` too long for a float is a long pause, cut short by the timeout."""
+    jobs = Jobs(sse=False, polls_to_finish=10**6, retry_after=retry_after)
+    started = time.monotonic()
+    with pytest.raises(WaitTimeout):
+        await wait(jobs, timeout=0.3)
+    assert 0.3 <= time.monotonic() - started < 3
 
 
 async def test_a_silent_stream_does_not_outlast_the_timeout(wait: Wait) -> None:
