@@ -7,10 +7,15 @@ across every worker (`max_in_flight`, FIFO order, rate-limit slots), so each cla
 sent at once, or at the send time its claim gave it; a claim skips the endpoints this worker's
 own requests already fill. It keeps endpoints decrypted until their version changes, sends with
 one shared aiohttp session or publishes through the broker pool (`webhooks.brokers`), and hands
-outcomes to a writer task that records them in batched transactions. A finished request frees
-its endpoint's room at once (the claim does not count it), before its outcome is recorded. It
-sleeps until an event is committed (PostgreSQL LISTEN/NOTIFY, the in-process doorbell), a
-request finishes, a retry falls due, or the poll interval passes.
+outcomes to a writer task that records them in batched transactions; a batch that fails is
+recorded again outcome by outcome, so one outcome can never keep another from being recorded. A
+finished request frees its endpoint's room at once (the claim does not count it), before its
+outcome is recorded. No account holds more than its share of the worker's slots (an equal part
+for each account sending and one more, so a newcomer always finds room: half of them while one
+account sends), and a claim hands out due deliveries in turns across accounts, so one account's
+slow or dead endpoints never hold up another's deliveries. It sleeps until an event is
+committed (PostgreSQL LISTEN/NOTIFY, the in-process doorbell), a request finishes, a retry falls
+due, or the poll interval passes.
 """
 
 from __future__ import annotations
@@ -117,6 +122,8 @@ class Dispatcher:
         self._finished: set[str] = set()
         # Requests under way by endpoint: a claim skips the endpoints this worker alone fills.
         self._sending: Counter[str] = Counter()
+        # Requests under way by account: a claim skips the accounts at their share of the slots.
+        self._account_sending: Counter[str] = Counter()
 
     async def run(self, stopping: asyncio.Event) -> None:
         """The worker loop: deliver until `stopping` is set, then finish what is in flight."""
@@ -179,6 +186,7 @@ class Dispatcher:
         if room <= 0:
             return False
         now = clock.now()
+        share = self.config.max_in_flight // max(2, len(self._account_sending) + 1)
         claimed = await self.store.claim(
             self.db,
             limit=room,
@@ -187,6 +195,8 @@ class Dispatcher:
             token=self.token,
             finished=self._finished,
             skip=self._full(),
+            account_room={a: share - n for a, n in self._account_sending.items()},
+            account_limit=share,
         )
         if not claimed:
             return False
@@ -202,6 +212,7 @@ class Dispatcher:
                     item, endpoint.payload, self.config.public_url
                 )
             self._sending[endpoint.id] += 1
+            self._account_sending[endpoint.account_id] += 1
             task = asyncio.create_task(self._deliver(http, item, endpoint, body))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -252,9 +263,8 @@ class Dispatcher:
             )
             result = _Result(item, endpoint.id, outcome, attempted_at)
         self._finished.add(item.id)
-        self._sending[endpoint.id] -= 1
-        if not self._sending[endpoint.id]:
-            del self._sending[endpoint.id]
+        _release(self._sending, endpoint.id)
+        _release(self._account_sending, endpoint.account_id)
         self._results.put_nowait(result)
         self._wake.set()  # its endpoint has room again, before the outcome is even recorded
 
@@ -276,15 +286,30 @@ class Dispatcher:
         while True:
             results = await self._gather()
             try:
-                await self._record(results)
-            except Exception:
-                log.exception(
-                    "recording %d webhook outcomes failed; leases will retry them", len(results)
-                )
+                await self._record_apart(results)
             finally:
                 for result in results:
                     self._finished.discard(result.claim.id)
                     self._results.task_done()
+
+    async def _record_apart(self, results: list[_Result]) -> None:
+        """Record the batch in one transaction; if that fails, each outcome in one of its own,
+        so an outcome that cannot be recorded keeps no other from it."""
+        try:
+            await self._record(results)
+            return
+        except Exception:
+            if len(results) == 1:
+                log.exception(
+                    "recording the outcome of delivery %s failed; its lease will retry it",
+                    results[0].claim.id,
+                )
+                return
+            log.exception(
+                "recording %d webhook outcomes at once failed; recording each alone", len(results)
+            )
+        for result in results:
+            await self._record_apart([result])
 
     async def _gather(self) -> list[_Result]:
         """The next outcome and those that follow it closely: fewer, larger transactions."""
@@ -376,6 +401,13 @@ class Dispatcher:
                 await endpoint_ops.disable(uow, endpoint_id, "failing for 5 days")
         for endpoint_id in batch.gone:
             await endpoint_ops.disable(uow, endpoint_id, "the endpoint answered 410 Gone")
+
+
+def _release(counts: Counter[str], key: str) -> None:
+    """One request under way fewer for `key`, forgotten at none."""
+    counts[key] -= 1
+    if not counts[key]:
+        del counts[key]
 
 
 def _body(item: Claim, payload: str, public_url: str) -> bytes:

@@ -118,8 +118,13 @@ class WebhookStore(Protocol):
         token: str,
         skip: Collection[str] = (),
         finished: Collection[str] = (),
+        account_room: Mapping[str, int] = {},
+        account_limit: int | None = None,
     ) -> list[Claim]:
-        """Claim up to `limit` due deliveries, each endpoint's within its room across workers.
+        """Claim up to `limit` due deliveries, each endpoint's within its room across workers,
+        in turns across accounts: every account's soonest due delivery, then every account's
+        second, and so on; no more of one account's than its `account_room` (slots left), or
+        `account_limit` for an account not in it (none without).
 
         An endpoint's room is `max_in_flight` (1 for a FIFO endpoint) less its deliveries in
         flight in any worker, and with a rate limit the slots before `now + PACING_HORIZON`;

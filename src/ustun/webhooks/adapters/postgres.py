@@ -10,7 +10,7 @@ settled in one statement over arrays, whatever the batch size.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
 from sqlalchemy import text
@@ -33,13 +33,14 @@ CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
 # per delivery settled.
 SEPARATOR = " "
 
-# The claim: a server-side function (migration 0013) locks the ready endpoints, then leases
-# within their room, in one round trip. $1 now, $2 endpoints to skip, $3 the horizon's end,
-# $4 limit, $5 lease end, $6 lease token, $7 leased rows whose request is over (their outcome
-# not recorded yet: not in flight).
+# The claim: a server-side function (migrations 0013, 0014) locks the ready endpoints, then
+# leases within their room, in turns across accounts, in one round trip. $1 now, $2 endpoints to
+# skip, $3 the horizon's end, $4 limit, $5 lease end, $6 lease token, $7 leased rows whose
+# request is over (their outcome not recorded yet: not in flight), $8 and $9 accounts and the
+# slots each has left, $10 the most any other account may get.
 CLAIM = f"""
 SELECT * FROM ustun_claim_webhook_deliveries($1, string_to_array($2, '{SEPARATOR}'), $3, $4, $5,
-    $6, string_to_array($7, '{SEPARATOR}'))
+    $6, string_to_array($7, '{SEPARATOR}'), string_to_array($8, '{SEPARATOR}'), $9::int[], $10)
 """  # noqa: S608 - constants only; every value is a bound parameter
 
 # A batch of outcomes in one statement: the fenced delivery updates, joined by primary key to
@@ -110,6 +111,8 @@ class PostgresStore(SqlStore):
         token: str,
         skip: Collection[str] = (),
         finished: Collection[str] = (),
+        account_room: Mapping[str, int] = {},
+        account_limit: int | None = None,
     ) -> list[Claim]:
         """Lock the ready endpoints, then claim within their room: one call of the claim
         function, in a transaction of its own on the autocommit pool."""
@@ -122,6 +125,9 @@ class PostgresStore(SqlStore):
             lease_until,
             token,
             SEPARATOR.join(finished),
+            SEPARATOR.join(account_room),
+            list(account_room.values()),
+            limit if account_limit is None else account_limit,
         )
         async with db.autocommit() as conn:
             rows = await conn.fetch(CLAIM, *args)

@@ -8,7 +8,8 @@ and reads what sending needs in the same transaction.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -71,7 +72,11 @@ _NEXT_SLOT = (
 
 
 def _ready(
-    now: datetime, horizon: datetime, skip: Collection[str], finished: Collection[str]
+    now: datetime,
+    horizon: datetime,
+    skip: Collection[str],
+    finished: Collection[str],
+    full_accounts: Collection[str],
 ) -> Select[Any]:
     """The endpoints with a due delivery and a send slot before `horizon`, with how many
     deliveries each has in flight (leased, less those whose request is over)."""
@@ -89,6 +94,7 @@ def _ready(
     due = select(d.c.id).where(d.c.endpoint_id == w.c.id, _DUE, d.c.next_attempt_at <= now)
     return select(
         w.c.id,
+        w.c.account_id,
         w.c.max_in_flight,
         w.c.rate_limit,
         w.c.ordering,
@@ -96,6 +102,7 @@ def _ready(
         leased.label("leased"),
     ).where(
         w.c.id.not_in(list(skip)),
+        w.c.account_id.not_in(list(full_accounts)),
         or_(w.c.rate_limit.is_(None), w.c.next_send_at.is_(None), w.c.next_send_at <= horizon),
         due.exists(),
     )
@@ -135,6 +142,24 @@ def _candidates(endpoint: Row[Any], now: datetime, free: int) -> Select[Any]:
         .subquery("head")
     )
     return select(head).where(head.c.next_attempt_at <= now)
+
+
+def _turns(
+    picked: list[tuple[datetime, str, str]],
+    ready: dict[str, Row[Any]],
+    account_room: Mapping[str, int],
+    account_limit: int,
+) -> list[tuple[datetime, str, str]]:
+    """The picked rows in turns across accounts (each account's soonest, then each one's second,
+    ...), no more of one account's than its room (`account_limit` if not given)."""
+    taken: Counter[str] = Counter()
+    turns = []
+    for row in sorted(picked):
+        account = ready[row[2]].account_id
+        taken[account] += 1
+        if taken[account] <= account_room.get(account, account_limit):
+            turns.append((taken[account], row))
+    return [row for _, row in sorted(turns)]
 
 
 def _pace(
@@ -187,12 +212,15 @@ class SqliteStore(SqlStore):
         token: str,
         skip: Collection[str] = (),
         finished: Collection[str] = (),
+        account_room: Mapping[str, int] = {},
+        account_limit: int | None = None,
     ) -> list[Claim]:
         """The PostgreSQL claim's steps (see `adapters.postgres`), serialised by `BEGIN IMMEDIATE`
         instead of row locks, then the details, in one transaction."""
         horizon = now + PACING_HORIZON
+        full = [account for account, room in account_room.items() if room <= 0]
         async with db.unit_of_work() as uow:
-            ready = (await uow.conn.execute(_ready(now, horizon, skip, finished))).all()
+            ready = (await uow.conn.execute(_ready(now, horizon, skip, finished, full))).all()
             picked: list[tuple[datetime, str, str]] = []
             for endpoint in ready:
                 free = _room(endpoint, now, horizon, limit)
@@ -201,7 +229,10 @@ class SqliteStore(SqlStore):
                     picked += [(row.next_attempt_at, row.id, endpoint.id) for row in found]
             if not picked:
                 return []
-            send_at, next_slot = _pace(sorted(picked)[:limit], {e.id: e for e in ready}, now)
+            by_id = {e.id: e for e in ready}
+            most = limit if account_limit is None else account_limit
+            chosen = _turns(picked, by_id, account_room, most)
+            send_at, next_slot = _pace(chosen[:limit], by_id, now)
             await uow.conn.execute(
                 _LEASE.values(lease_token=token),
                 [{"b_id": i, "b_until": lease_until + (at - now)} for i, at in send_at.items()],
