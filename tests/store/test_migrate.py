@@ -200,6 +200,30 @@ async def test_0013_keeps_attempts_and_goes_down_and_up_again(backend: str, tmp_
         assert await _attempt_ids(db) == ["att_1", "att_2"]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_0014_raises_a_tiny_rate_limit_and_goes_down_and_up_again(
+    backend: str, tmp_path: Path
+) -> None:
+    async with _old_database(backend, tmp_path) as db:
+        await upgrade(db, "0013")
+        account = await account_for_key(db, await create_key(db, "before-0014"))
+        assert account is not None
+        async with db.unit_of_work() as uow:
+            await uow.conn.execute(text(_ATTEMPTED[0]), {"account": account.id, "now": clock.now()})
+            await uow.conn.execute(text("UPDATE webhook_endpoints SET rate_limit = 1e-300"))
+        await upgrade(db)
+        async with db.read() as conn:
+            assert await conn.scalar(select(endpoints.c.rate_limit)) == 0.01
+
+        def down_and_up(conn: Connection) -> None:
+            command.downgrade(_config(conn), "0013")
+            command.upgrade(_config(conn), "head")
+
+        async with db.engine.begin() as conn:
+            await conn.run_sync(down_and_up)
+        await check_current(db)
+
+
 async def _has(read: Callable[[], Awaitable[list[str]]], n: int) -> bool:
     return len(await read()) >= n
 
