@@ -84,3 +84,25 @@ def test_any_document_matches_its_reserialisation(document: object, pretty: bool
     compact = json.dumps(document, separators=(",", ":")).encode()
     other = json.dumps(document, indent=2 if pretty else None, ensure_ascii=not pretty).encode()
     assert fp(compact) == fp(other)
+
+
+@given(st.binary(max_size=200))
+def test_any_bytes_have_a_fingerprint(body: bytes) -> None:
+    assert fp(body) == fp(body)
+
+
+UNICODE_AND_SURROGATES = st.text(st.characters(exclude_categories=()), max_size=8)
+
+
+@given(st.dictionaries(UNICODE_AND_SURROGATES, UNICODE_AND_SURROGATES, max_size=4))
+def test_json_with_lone_surrogates_is_still_canonical(document: dict[str, str]) -> None:
+    """`"\\ud800"` is valid JSON though not valid Unicode: it once made `fingerprint` raise."""
+    escaped = json.dumps(document).encode()
+    assert canonical_json(escaped) is not None
+    assert fp(escaped) == fp(json.dumps(document, indent=1).encode())
+
+
+def test_a_lone_surrogate_escaped_or_in_raw_bytes_is_the_same_document() -> None:
+    # json.loads reads the bytes ED A0 80 (UTF-8 for U+D800, which UTF-8 forbids) as "\ud800".
+    assert fp(b'{"a":"\\ud800"}') == fp(b'{"a": "\xed\xa0\x80"}')
+    assert fp(b'{"a":"\\ud800"}') != fp(b'{"a":"\\ud801"}')

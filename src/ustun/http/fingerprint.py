@@ -13,14 +13,19 @@ from typing import Any
 
 
 def canonical_json(body: bytes) -> bytes | None:
-    """The canonical serialisation of a JSON document, or None if `body` is not JSON."""
+    """The canonical serialisation of a JSON document, or None if `body` is not JSON.
+
+    Total over any bytes: a lone surrogate (`"\\ud800"`, valid JSON, not valid Unicode) is
+    written as its UTF-8-style bytes, as `json.loads` reads them back.
+    """
     try:
         document: Any = json.loads(body)
+        text = json.dumps(
+            document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True
+        )
     except (ValueError, RecursionError):
         return None
-    return json.dumps(
-        document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True
-    ).encode()
+    return text.encode("utf-8", "surrogatepass")
 
 
 def fingerprint(method: str, path: str, query: bytes | str, body: bytes) -> str:
