@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ustun.http.dates import format_http_date, parse_http_date
+from ustun.http.dates import format_http_date, parse_http_date, parse_rfc3339
 
 NOV_6_1994 = datetime(1994, 11, 6, 8, 49, 37, tzinfo=UTC)
 
@@ -82,3 +82,61 @@ def test_agrees_with_the_standard_library(moment: datetime) -> None:
     text = format_http_date(moment)
     assert text == email.utils.format_datetime(moment, usegmt=True)
     assert parse_http_date(text) == moment == email.utils.parsedate_to_datetime(text)
+
+
+@pytest.mark.parametrize(
+    ("value", "moment"),
+    [
+        ("2026-12-01T00:00:00Z", datetime(2026, 12, 1, tzinfo=UTC)),
+        ("2026-12-01t09:30:00.5+09:30", datetime(2026, 12, 1, 0, 0, 0, 500_000, tzinfo=UTC)),
+        ("2026-12-01 00:00:00.1234567-01:00", datetime(2026, 12, 1, 1, 0, 0, 123_456, tzinfo=UTC)),
+        ("2016-12-31T23:59:60z", datetime(2016, 12, 31, 23, 59, 59, tzinfo=UTC)),
+        ("0001-01-01T00:00:00-14:00", datetime(1, 1, 1, 14, tzinfo=UTC)),
+        ("9999-12-31T23:59:59+14:00", datetime(9999, 12, 31, 9, 59, 59, tzinfo=UTC)),
+    ],
+)
+def test_an_rfc3339_date_time_is_read_as_its_utc_moment(value: str, moment: datetime) -> None:
+    assert parse_rfc3339(value) == moment
+    assert parse_rfc3339(value).tzinfo is UTC
+
+
+NOT_RFC3339 = "expected an RFC 3339 date-time with an offset"
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("0001-01-01T00:00:00+14:00", "years 0001-9999 in UTC"),
+        ("9999-12-31T23:59:59-14:00", "years 0001-9999 in UTC"),
+        ("0001-01-01T00:00:00.999999+00:01", "years 0001-9999 in UTC"),
+        ("2026-02-29T00:00:00Z", "not a date and time of the calendar"),
+        ("2026-12-01T24:00:00Z", "not a date and time of the calendar"),
+        ("2026-12-01T00:00:00+24:00", "offset must be at most 23:59"),
+        ("2026-12-01T00:00:00+01:60", "offset must be at most 23:59"),
+        ("2026-12-01T00:00:00", NOT_RFC3339),
+        ("2026-12-01T00:00Z", NOT_RFC3339),
+        ("2026-12-01", NOT_RFC3339),
+        ("1764547200", NOT_RFC3339),
+        ("\uff12\uff10\uff12\uff16-12-01T00:00:00Z", NOT_RFC3339),
+    ],
+)
+def test_anything_else_is_a_value_error_saying_why(value: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        parse_rfc3339(value)
+
+
+def test_an_html_local_date_time_is_read_as_utc_when_allowed() -> None:
+    for value in ("2026-12-01T09:30", "2026-12-01T09:30:00", "2026-12-01T09:30:00.000"):
+        assert parse_rfc3339(value, local_as_utc=True) == datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+    with pytest.raises(ValueError, match="years 0001-9999 in UTC"):
+        parse_rfc3339("0001-01-01T00:00:00+00:01", local_as_utc=True)
+
+
+@given(st.datetimes(timezones=st.timezones()))
+def test_any_isoformat_moment_reads_back_or_is_refused(moment: datetime) -> None:
+    text = moment.isoformat()
+    try:
+        parsed = parse_rfc3339(text)
+    except ValueError:
+        return  # out of range in UTC, or an offset with seconds: never another error
+    assert parsed == moment

@@ -1,14 +1,16 @@
-"""HTTP-date (RFC 9110 §5.6.7): parse all three formats, format the preferred one.
+"""HTTP-date (RFC 9110 §5.6.7): parse all three formats, format the preferred one. And the one
+parser of RFC 3339 date-times (§5.6), the timestamps a client sends in JSON and queries.
 
 Each regex sits under the ABNF rule it encodes. Names of days and months are case-sensitive
 (`%s"…"`). Deliberate leniency, all allowed by §5.6.7: the day name is not checked against
-the date, and a leap second (`second = 60`) is read as :59 because `datetime` has no :60.
+the date, and a leap second (`second = 60`) is read as :59 because `datetime` has no :60
+(in RFC 3339 date-times too).
 """
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 # day-name     = %s"Mon" / %s"Tue" / %s"Wed" / %s"Thu" / %s"Fri" / %s"Sat" / %s"Sun"
 DAY_NAME = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
@@ -86,3 +88,54 @@ def format_http_date(moment: datetime) -> str:
     moment = moment.astimezone(UTC)
     day = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")[moment.weekday()]
     return f"{day}, {moment.day:02d} {MONTHS[moment.month - 1]} {moment:%Y %H:%M:%S} GMT"
+
+
+# date-time     = full-date "T" full-time     ; "T" and "Z" may be lower case, "T" a space (§5.6)
+# full-date     = date-fullyear "-" date-month "-" date-mday
+# full-time     = partial-time time-offset
+# partial-time  = time-hour ":" time-minute ":" time-second [time-secfrac]
+# time-offset   = "Z" / time-numoffset ; time-numoffset = ("+" / "-") time-hour ":" time-minute
+# An HTML local date-time (`<input type="datetime-local">`) is the same without the offset,
+# and with the seconds optional.
+_DATE_TIME = re.compile(
+    r"(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})[Tt ]"
+    r"(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2})(?::(?P<second>[0-9]{2})(?:\.(?P<fraction>[0-9]+))?)?"
+    r"(?P<offset>[Zz]|(?P<sign>[+-])(?P<off_hour>[0-9]{2}):(?P<off_minute>[0-9]{2}))?"
+)
+RFC3339_EXAMPLE = "2026-12-01T00:00:00Z"
+
+
+def parse_rfc3339(value: str, *, local_as_utc: bool = False) -> datetime:
+    """The UTC moment an RFC 3339 date-time names; with `local_as_utc`, an HTML local date-time
+    (no offset, seconds optional) is also taken, as UTC.
+
+    `ValueError` saying why when it is not one, or when its moment in UTC falls outside the
+    years 1-9999 (`0001-01-01T00:00:00+14:00` is a day before them).
+    """
+    match = _DATE_TIME.fullmatch(value)
+    if match is None or (not local_as_utc and None in (match["second"], match["offset"])):
+        raise ValueError(f"expected an RFC 3339 date-time with an offset, e.g. {RFC3339_EXAMPLE}")
+    offset = UTC
+    if match["sign"] is not None:
+        hours, minutes = int(match["off_hour"]), int(match["off_minute"])
+        if hours > 23 or minutes > 59:
+            raise ValueError("the offset must be at most 23:59")
+        size = timedelta(hours=hours, minutes=minutes)
+        offset = timezone(-size if match["sign"] == "-" else size)
+    try:
+        moment = datetime(
+            int(match["year"]),
+            int(match["month"]),
+            int(match["day"]),
+            int(match["hour"]),
+            int(match["minute"]),
+            min(int(match["second"] or 0), _LEAP_SECOND - 1),
+            int((match["fraction"] or "0")[:6].ljust(6, "0")),
+            tzinfo=offset,
+        )
+    except ValueError:
+        raise ValueError(f"not a date and time of the calendar: {value!r}") from None
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the moment must fall within the years 0001-9999 in UTC") from None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Form, Query, Request
@@ -17,6 +16,7 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from ustun.concurrency import validators
+from ustun.http.dates import parse_rfc3339
 from ustun.http.errors import PreconditionFailedError, ProblemError
 from ustun.http.etag import EntityTagMatch
 from ustun.http.preconditions import Preconditions
@@ -266,12 +266,12 @@ async def recover(
 ) -> Response:
     """Re-send every failed or dead delivery of the endpoint since a moment (UTC)."""
     try:
-        moment = datetime.fromisoformat(since)
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
+        moment = parse_rfc3339(since, local_as_utc=True)
+    except ValueError as exc:
+        error = f"Not a time: {since!r} ({exc})."
+        return await _endpoint_page(request, who, endpoint_id, error=error)
+    try:
         recovered = await operations.recover(_db(request), who.account.id, endpoint_id, moment)
-    except ValueError:
-        return await _endpoint_page(request, who, endpoint_id, error=f"Not a time: {since!r}.")
     except ProblemError as exc:
         return await _endpoint_page(request, who, endpoint_id, error=exc.detail)
     return await _endpoint_page(request, who, endpoint_id, recovered=recovered)

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from pydantic import BeforeValidator
 from sqlalchemy import Row, select
 
 from ustun.clock import rfc3339
 from ustun.http.errors import ProblemError
+from ustun.service.plumbing.bodies import Moment
 from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.plumbing.pagination import page
 from ustun.service.specs.event_types import CATALOGUE
@@ -32,22 +30,8 @@ After = Annotated[
         json_schema_extra={"pattern": f"^0$|{feed.CURSOR_PATTERN}"},
     ),
 ]
-# An RFC 3339 date-time with its offset (§5.6): what the schema's `date-time` says, where
-# pydantic alone would also take a date, a naive time or Unix seconds.
-_RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
-)
-
-
-def _rfc3339_text(value: object) -> object:
-    if isinstance(value, str) and not _RFC3339.fullmatch(value):
-        raise ValueError("expected an RFC 3339 date-time with an offset, e.g. 2026-12-01T00:00:00Z")
-    return value
-
-
 Since = Annotated[
-    datetime | None,
-    BeforeValidator(_rfc3339_text),
+    Moment | None,
     Query(description="Read the feed from the events created at or after this time (RFC 3339)."),
 ]
 

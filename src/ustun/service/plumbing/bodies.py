@@ -1,4 +1,5 @@
-"""Request bodies: the JSON media type (else 415) and unreadable JSON (400 `bad-request`).
+"""Request bodies: the JSON media type (else 415), unreadable JSON (400 `bad-request`), and a
+number too long to read (422 `validation-error`).
 
 FastAPI reads the body of most routes; `json_media_type` and `unreadable` give its refusals the
 same answers as `read_json`, which reads the routes FastAPI does not (PATCH, by media type).
@@ -7,13 +8,16 @@ same answers as `read_json`, which reads the routes FastAPI does not (PATCH, by 
 from __future__ import annotations
 
 import json
-from typing import TypeVar
+import sys
+from datetime import datetime
+from typing import Annotated, TypeVar
 
 from fastapi import Request, params
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
+from ustun.http.dates import RFC3339_EXAMPLE, parse_rfc3339
 from ustun.http.errors import ProblemError
 
 M = TypeVar("M", bound=BaseModel)
@@ -33,6 +37,18 @@ def _integral(value: object) -> object:
 # Put last in `Annotated[StrictInt, Field(...), INTEGRAL_FLOAT]`: the schema stays `integer` with
 # its bounds, `100.0` passes, and `100.5`, `"100"` and `true` are still refused.
 INTEGRAL_FLOAT = BeforeValidator(_integral)
+
+
+def _rfc3339(value: object) -> datetime:
+    if not isinstance(value, str):
+        raise ValueError(f"expected an RFC 3339 date-time string, e.g. {RFC3339_EXAMPLE}")
+    return parse_rfc3339(value)
+
+
+# A moment a client sends (in a body or a query): an RFC 3339 date-time with its offset, as
+# the schema's `date-time` says (pydantic alone would also take a date, a naive time or Unix
+# seconds), whose moment in UTC is one a `datetime` holds. Parsed to UTC.
+Moment = Annotated[datetime, BeforeValidator(_rfc3339)]
 
 
 def _media_type(request: Request) -> str:
@@ -81,8 +97,15 @@ def _is_json(subtype: str) -> bool:
     return subtype == "json" or subtype.endswith("+json")
 
 
+def _too_many_digits(cause: BaseException) -> bool:
+    """Python's refusal to read an integer longer than `sys.get_int_max_str_digits()`: the one
+    `ValueError` of `json.loads` that is not a `JSONDecodeError` (valid JSON, any length)."""
+    return type(cause) is ValueError and "integer string conversion" in str(cause)
+
+
 def unreadable(cause: BaseException | None) -> ProblemError | None:
-    """The 400 `bad-request` for a body JSON could not decode, saying what and where; else None."""
+    """The 400 `bad-request` for a body JSON could not decode, saying what and where, or the
+    422 `validation-error` for a number too long to read; else None."""
     if isinstance(cause, json.JSONDecodeError):
         return ProblemError(
             "bad-request",
@@ -102,6 +125,13 @@ def unreadable(cause: BaseException | None) -> ProblemError | None:
     if isinstance(cause, RecursionError):
         return ProblemError(
             "bad-request", "The JSON body is nested too deeply for this server to read."
+        )
+    if cause is not None and _too_many_digits(cause):
+        message = f"a number has more than {sys.get_int_max_str_digits()} digits"
+        return ProblemError(
+            "validation-error",
+            f"Invalid value in body: {message}.",
+            errors=[{"field": "body", "message": message, "type": "number_too_long"}],
         )
     return None
 
