@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ustun.http.fingerprint import canonical_json, fingerprint
+from ustun.http.fingerprint import KEYED_PREFIX, canonical_json, fingerprint, matches
 
 
 def fp(body: bytes, method: str = "POST", path: str = "/v1/payments", query: bytes = b"") -> str:
@@ -106,3 +106,30 @@ def test_a_lone_surrogate_escaped_or_in_raw_bytes_is_the_same_document() -> None
     # json.loads reads the bytes ED A0 80 (UTF-8 for U+D800, which UTF-8 forbids) as "\ud800".
     assert fp(b'{"a":"\\ud800"}') == fp(b'{"a": "\xed\xa0\x80"}')
     assert fp(b'{"a":"\\ud800"}') != fp(b'{"a":"\\ud801"}')
+
+
+KEY = b"a key of thirty-two bytes, exact"
+
+
+def test_a_keyed_fingerprint_is_an_hmac_marked_as_such() -> None:
+    keyed = fingerprint("POST", "/v1/payments", b"", b"{}", key=KEY)
+    assert keyed.startswith(KEYED_PREFIX)
+    assert len(keyed) == 46  # fits the 64 characters a stored fingerprint may have
+    assert keyed == fingerprint("POST", "/v1/payments", b"", b"{ }", key=KEY)
+    assert keyed != fingerprint("POST", "/v1/payments", b"", b"{}", key=b"another key")
+    assert keyed != fingerprint("POST", "/v1/payments", b"", b"[]", key=KEY)
+    assert keyed[len(KEYED_PREFIX) :] not in fp(b"{}")
+
+
+def test_matches_checks_keyed_fingerprints_under_the_keys_and_unkeyed_ones_plainly() -> None:
+    def request_matches(stored: str, *keys: bytes) -> bool:
+        return matches(stored, "POST", "/v1/payments", b"", b'{"a": 1}', keys=keys)
+
+    plain = fp(b'{"a":1}')
+    keyed = fingerprint("POST", "/v1/payments", b"", b'{"a":1}', key=KEY)
+    assert request_matches(plain)
+    assert request_matches(plain, KEY)
+    assert request_matches(keyed, b"newer key", KEY)
+    assert not request_matches(keyed, b"newer key")
+    assert not request_matches(keyed)
+    assert not request_matches(fp(b'{"a":2}'), KEY)

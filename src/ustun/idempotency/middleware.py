@@ -13,6 +13,8 @@ Two modes:
 
 The response is buffered (any number of body chunks) and sent only once the record is settled.
 A body marked `Cache-Control: no-store` is stored sealed by the app's `Sealer` (see `sealing`).
+With a `fingerprint_key` the stored request fingerprints are keyed hashes (HMAC-SHA256), so a
+secret inside a body cannot be confirmed from the store by anyone without the key.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ustun import clock, instrumentation
 from ustun.defaults import DEFAULT_IDEMPOTENCY_LEASE, DEFAULT_IDEMPOTENCY_TTL
 from ustun.http.errors import InvalidIdempotencyKey, LeaseLost, UstunError
-from ustun.http.fingerprint import fingerprint
+from ustun.http.fingerprint import fingerprint, matches
 from ustun.http.idempotency_key import HEADER, parse_idempotency_key
 from ustun.http.problem import MEDIA_TYPE, encode, problem
 from ustun.http.retry_after import format_retry_after
@@ -153,6 +155,11 @@ class IdempotencyMiddleware:
     the key instead. In transactional mode a 5xx always rolls back and releases.
     `sealer` encrypts the stored body of a `Cache-Control: no-store` response; without one,
     such a body is not kept and its replay answers 409 `idempotency-response-unavailable`.
+    `fingerprint_key` (secret bytes kept out of the store) keys the request fingerprints it
+    stores; without one they are plain SHA-256 of the request, and whoever reads the store can
+    test a guess of a body (a password in it) against them. `previous_fingerprint_key` (during
+    a key rotation) still matches the fingerprints stored under it; a fingerprint stored
+    unkeyed, before the key was set, still matches its request until it expires.
     The store is prepared (its table checked or created) once: at the app's lifespan startup,
     which fails with the one-line `UstunError` on a missing table, or else on the first request.
     """
@@ -174,6 +181,8 @@ class IdempotencyMiddleware:
         store_server_errors: bool = True,
         scope_of: Callable[[Scope], str] = account_scope,
         sealer: Sealer | None = None,
+        fingerprint_key: bytes | None = None,
+        previous_fingerprint_key: bytes | None = None,
     ) -> None:
         if transactional and not isinstance(store, SqlRecordStore):
             raise TypeError("transactional mode needs a SqlRecordStore on the app's Database")
@@ -202,6 +211,10 @@ class IdempotencyMiddleware:
         self.store_server_errors = store_server_errors
         self.scope_of = scope_of
         self.sealer = sealer
+        self.fingerprint_key = fingerprint_key
+        self._fingerprint_keys = tuple(
+            k for k in (fingerprint_key, previous_fingerprint_key) if k is not None
+        )
         self._prepared = False
 
     async def _prepare(self) -> None:
@@ -261,7 +274,14 @@ class IdempotencyMiddleware:
         request = _Request(
             scope=self.scope_of(scope),
             key=key.value,
-            fingerprint=fingerprint(scope["method"], scope["path"], scope["query_string"], body),
+            fingerprint=fingerprint(
+                scope["method"],
+                scope["path"],
+                scope["query_string"],
+                body,
+                key=self.fingerprint_key,
+            ),
+            body=body,
             receive=_replaying({"type": "http.request", "body": body, "more_body": False}, receive),
         )
         if self.sql is not None:
@@ -434,7 +454,7 @@ class IdempotencyMiddleware:
         return self.sealer.open_bytes(response.body, context=context(req.scope, req.key))
 
     async def _answer_found(self, record: Record, req: _Request, scope: Scope, send: Send) -> None:
-        if record.fingerprint != req.fingerprint:
+        if not self._same_request(record.fingerprint, req, scope):
             _count("reused")
             await self._problem(
                 scope,
@@ -467,6 +487,17 @@ class IdempotencyMiddleware:
         else:
             _count("replayed")
             await _replay(record.response, body, send)
+
+    def _same_request(self, stored: str, req: _Request, scope: Scope) -> bool:
+        """Whether a stored fingerprint is this request's: made now, or under an older key."""
+        return stored == req.fingerprint or matches(
+            stored,
+            scope["method"],
+            scope["path"],
+            scope["query_string"],
+            req.body,
+            keys=self._fingerprint_keys,
+        )
 
     async def _in_progress(self, scope: Scope, send: Send, detail: str, wait: float) -> None:
         """409 `idempotency-in-progress`, retry after `wait` seconds."""
@@ -531,10 +562,13 @@ async def _replay(response: StoredResponse, body: bytes, send: Send) -> None:
 class _Request:
     """What the middleware knows about one keyed request."""
 
-    __slots__ = ("fingerprint", "key", "receive", "scope")
+    __slots__ = ("body", "fingerprint", "key", "receive", "scope")
 
-    def __init__(self, *, scope: str, key: str, fingerprint: str, receive: Receive) -> None:
+    def __init__(
+        self, *, scope: str, key: str, fingerprint: str, body: bytes, receive: Receive
+    ) -> None:
         self.scope = scope
         self.key = key
         self.fingerprint = fingerprint
+        self.body = body
         self.receive = receive

@@ -38,6 +38,7 @@ from ustun.service.plumbing.observe import ObserveMiddleware
 from ustun.service.plumbing.response_headers import API_HEADERS, PrefixHeadersMiddleware
 from ustun.service.resources import documents, ledger_accounts, payments, reports, transfers
 from ustun.service.runtime.job_loops import job_kinds
+from ustun.service.runtime.secret_keys import fingerprint_keys
 from ustun.service.runtime.webhook_runtime import secret_box
 from ustun.service.runtime.worker import Worker
 from ustun.service.specs import api_docs, asyncapi, event_types, openapi
@@ -96,6 +97,7 @@ def create_app(
     observed.queue_probes.append(queues.all_queues)
     observed.job_probes.append(queues.jobs_by_status)
     app.state.secret_box = secret_box(settings)
+    fingerprint_key, previous_fingerprint_key = fingerprint_keys(settings)
     app.state.key_cache = KeyCache()
     app.state.auth_failures = FailureLimiter(
         settings.auth_failure_limit, settings.auth_failure_window
@@ -128,6 +130,9 @@ def create_app(
         ttl=settings.idempotency_ttl,
         # Responses that show a signing secret (no-store) are stored sealed under the same key.
         sealer=app.state.secret_box,
+        # Stored fingerprints are keyed: a secret in a body cannot be confirmed from the table.
+        fingerprint_key=fingerprint_key,
+        previous_fingerprint_key=previous_fingerprint_key,
     )
     app.add_middleware(MethodsMiddleware, routes=app.routes)
     # Added last, so it runs first: every response, even a 401, carries the request id.

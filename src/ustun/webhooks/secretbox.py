@@ -29,11 +29,15 @@ _NONCE_BYTES = 12
 KEY_FILE_SUFFIX = ".key"
 
 
-def _aead(master_key: str) -> AESGCM:
-    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
+def derive_key(master_key: str, info: bytes) -> bytes:
+    """A 32-byte key for one use (`info` names it) derived from the master key, HKDF-SHA256."""
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(
         master_key.encode()
     )
-    return AESGCM(derived)
+
+
+def _aead(master_key: str) -> AESGCM:
+    return AESGCM(derive_key(master_key, _INFO))
 
 
 class SecretBox:

@@ -4,6 +4,11 @@ Sealed at rest: every webhook endpoint's signing secrets and broker URL, and the
 an idempotent response marked `no-store` (see `ustun.idempotency.sealing`). A process whose key
 opens none of them would start and then fail every delivery, so startup opens every endpoint
 secret first.
+
+Derived from it, never stored: the key of the idempotency fingerprints (HMAC-SHA256), so a
+secret inside a request body cannot be confirmed from the database. They are not resealed: a
+fingerprint made under the previous key still matches while `USTUN_SECRET_KEY_PREVIOUS` is set,
+and expires with its record.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from ustun.http.errors import SecretKeyError
 from ustun.idempotency.records import StoredResponse
 from ustun.idempotency.sealing import NO_STORE, context, forbids_storing
 from ustun.idempotency.tables import idempotency_records
-from ustun.settings import Settings
+from ustun.settings import Settings, reveal
 from ustun.store import Database
-from ustun.webhooks.secretbox import SecretBox, key_file
+from ustun.webhooks.secretbox import SecretBox, derive_key, key_file, master_key
 from ustun.webhooks.tables import endpoints
+
+FINGERPRINT_KEY_INFO = b"ustun idempotency fingerprints v1"
 
 # An endpoint's sealed columns (bound to its id).
 _SEALED = (endpoints.c.id, endpoints.c.secret, endpoints.c.previous_secret, endpoints.c.broker_url)
@@ -32,6 +39,16 @@ class Resealed:
 
     endpoint_secrets: int
     responses: int
+
+
+def fingerprint_keys(settings: Settings) -> tuple[bytes, bytes | None]:
+    """The idempotency fingerprints' key, and during a rotation the previous key's."""
+    current = master_key(reveal(settings.secret_key), settings.database_url)
+    previous = reveal(settings.secret_key_previous)
+    return (
+        derive_key(current, FINGERPRINT_KEY_INFO),
+        None if previous is None else derive_key(previous, FINGERPRINT_KEY_INFO),
+    )
 
 
 def key_mismatch(settings: Settings) -> SecretKeyError:
