@@ -84,12 +84,16 @@ async def test_pages_give_every_event_once_in_commit_order(db: Database, account
     await _all_soon(db, account_id, feed.START, 100, emitted)
 
 
-async def test_a_short_page_moves_the_cursor_to_the_horizon(db: Database, account_id: str) -> None:
+async def test_a_short_page_moves_the_cursor_to_the_accounts_last_event(
+    db: Database, account_id: str
+) -> None:
     first = await _emit(db, account_id, 1)
     await _all_soon(db, account_id, feed.START, 5, [first])
     async with db.read() as conn:
         page = await feed.read(conn, account_id, after=feed.START, limit=5)
     assert [r.id for r in page.rows] == [first]
+    assert page.next == feed.Position(page.rows[0].txid, page.rows[0].seq)
+    assert page.next.cursor == f"evc_{first}"
     later = await _emit(db, account_id, 2)
     await _all_soon(db, account_id, page.next, 5, [later])
 

@@ -13,51 +13,84 @@ only reads up to the *horizon*, a position no event still uncommitted can fall a
   transaction, so seq order is commit order: the horizon is the largest `seq` committed.
 
 The horizon is read before the page, so the page's snapshot sees every event below it.
+
+A cursor names the account's own last event the page passed (`evc_` + its id), never the
+horizon: the horizon moves with every account's writes (and on PostgreSQL it is the server's
+transaction counter), and positions count every account's events. So an account's cursor
+tells it nothing it did not know, and stays the same while only other accounts write. A page
+has read every event of the account up to the horizon, so its next one resumes after that
+account's last event there, and nothing that commits later falls behind it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row
+from sqlalchemy import Row, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.webhooks.adapters import for_connection
+from ustun.webhooks.tables import events
 
 CURSOR_PREFIX = "evc_"
-# A cursor: the prefix, then `txid` and `seq` as 16 hex digits each. Both are PostgreSQL
-# `bigint`s (at most 2**63 - 1), so the first digit of each is 0-7: every string this matches
-# is a position, and the API's schema can say exactly which strings it takes.
-CURSOR_PATTERN = f"^{CURSOR_PREFIX}[0-7][0-9a-f]{{15}}[0-7][0-9a-f]{{15}}$"
-_CURSOR = re.compile(CURSOR_PATTERN)
+# A cursor is the prefix, then either an event id (what pages hand out) or, in a cursor made
+# before they named events (still read, and `START`), `txid` and `seq` as 16 hex digits each.
+# Both are PostgreSQL `bigint`s (at most 2**63 - 1), so the first digit of each is 0-7: every
+# string this matches is a cursor, and the API's schema can say exactly which strings it takes.
+_EVENT_ID = "evt_[0-9A-HJKMNP-TV-Z]{26}"
+_POSITION = "[0-7][0-9a-f]{15}[0-7][0-9a-f]{15}"
+CURSOR_PATTERN = f"^{CURSOR_PREFIX}(?:{_EVENT_ID}|{_POSITION})$"
+_EVENT_CURSOR = re.compile(f"{CURSOR_PREFIX}(?P<event>{_EVENT_ID})")
+_POSITION_CURSOR = re.compile(f"{CURSOR_PREFIX}{_POSITION}")
 
 
 @dataclass(frozen=True, order=True, slots=True)
 class Position:
-    """Where an event sits in the feed: ordered by `txid`, then `seq`."""
+    """Where an event sits in the feed: ordered by `txid`, then `seq`; `event` is the id of
+    the account's event there, when the position is one."""
 
     txid: int
     seq: int
+    event: str | None = field(default=None, compare=False)
 
     @property
     def cursor(self) -> str:
-        """The opaque cursor a client sends back as `after`."""
+        """The opaque cursor a client sends back as `after`: the event, else the position."""
+        if self.event is not None:
+            return CURSOR_PREFIX + self.event
         return f"{CURSOR_PREFIX}{self.txid:016x}{self.seq:016x}"
 
     @classmethod
     def parse(cls, cursor: str) -> Position:
-        """The position of a cursor this module made; `ValueError` for anything else."""
-        if not _CURSOR.fullmatch(cursor):
+        """The position of a cursor that names one (not an event); `ValueError` otherwise."""
+        if not _POSITION_CURSOR.fullmatch(cursor):
             raise ValueError("not an event cursor")
         digits = cursor.removeprefix(CURSOR_PREFIX)
         return cls(int(digits[:16], 16), int(digits[16:], 16))
 
 
 START = Position(0, 0)
+
+
+async def locate(conn: AsyncConnection, account_id: str, cursor: str) -> Position:
+    """Where a cursor of this account's feed points; `ValueError` for anything else (an event
+    of another account included)."""
+    named = _EVENT_CURSOR.fullmatch(cursor)
+    if named is None:
+        return Position.parse(cursor)
+    found = await conn.execute(
+        select(events.c.txid, events.c.seq).where(
+            events.c.id == named["event"], events.c.account_id == account_id
+        )
+    )
+    row = found.first()
+    if row is None:
+        raise ValueError("not an event cursor")
+    return Position(row.txid, row.seq, named["event"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +119,8 @@ async def read(
     (only of `event_type`, only created since `since`, when given).
 
     A full page continues from its last event; a short one has read everything below the
-    horizon, so it continues from there (filtered-out events are not read again).
+    horizon, so it continues from the account's last event there, filtered out or not (those
+    are not read again), or stays at `after` when there is none.
     """
     top = await horizon(conn)
     rows = await for_connection(conn).feed_events(
@@ -98,6 +132,25 @@ async def read(
         event_type=event_type,
         since=since,
     )
-    if len(rows) == limit:
-        return Page(rows, Position(rows[-1].txid, rows[-1].seq))
-    return Page(rows, max(after, top))
+    if len(rows) == limit or (rows and event_type is None and since is None):
+        return Page(rows, Position(rows[-1].txid, rows[-1].seq, rows[-1].id))
+    return Page(rows, await _last_event(conn, account_id, after, top) or after)
+
+
+async def _last_event(
+    conn: AsyncConnection, account_id: str, after: Position, upto: Position
+) -> Position | None:
+    """Where the account's last event in `(after, upto]` is, of any type and time."""
+    position = tuple_(events.c.txid, events.c.seq)
+    found = await conn.execute(
+        select(events.c.id, events.c.txid, events.c.seq)
+        .where(
+            events.c.account_id == account_id,
+            position > tuple_(after.txid, after.seq),
+            position <= tuple_(upto.txid, upto.seq),
+        )
+        .order_by(events.c.txid.desc(), events.c.seq.desc())
+        .limit(1)
+    )
+    row = found.first()
+    return None if row is None else Position(row.txid, row.seq, row.id)

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from sqlalchemy import Row, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.clock import rfc3339
 from ustun.http.errors import ProblemError
@@ -65,7 +66,7 @@ async def list_events(
             found = await feed.read(
                 conn,
                 account.id,
-                after=_position(after),
+                after=await _position(conn, account.id, after),
                 limit=limit,
                 event_type=type,
                 since=since,
@@ -80,12 +81,12 @@ async def list_events(
         )
 
 
-def _position(after: str | None) -> feed.Position:
+async def _position(conn: AsyncConnection, account_id: str, after: str | None) -> feed.Position:
     """The feed position of an `after` cursor (`0` or absent: the beginning)."""
     if after is None or after == "0":
         return feed.START
     try:
-        return feed.Position.parse(after)
+        return await feed.locate(conn, account_id, after)
     except ValueError:
         raise ProblemError(
             "event-cursor-invalid",
