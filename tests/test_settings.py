@@ -38,3 +38,18 @@ def test_the_public_url_is_read_from_the_environment(monkeypatch: pytest.MonkeyP
 def test_a_public_url_that_is_not_an_absolute_http_url_is_refused(url: str) -> None:
     with pytest.raises(ValidationError, match="absolute http"):
         Settings(public_url=url)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("max_header_bytes", 0),
+        ("max_headers", 0),
+        ("header_timeout", 0),
+        ("body_timeout", -1),
+        ("keep_alive_timeout", 0.5),
+    ],
+)
+def test_a_server_limit_out_of_range_is_refused(name: str, value: float) -> None:
+    with pytest.raises(ValidationError, match=name):
+        Settings(**{name: value})

@@ -117,6 +117,7 @@ def serve(
     import uvicorn
 
     from ustun.service import create_app
+    from ustun.service.runtime.server import ServerLimits, limited_protocol
 
     settings = _settings(host=host, port=port)
     _setup_logging(settings)
@@ -135,6 +136,9 @@ def serve(
                 # The app believes X-Forwarded-* from USTUN_TRUSTED_PROXIES only (not 127.0.0.1).
                 proxy_headers=False,
                 lifespan="on",
+                http=limited_protocol(ServerLimits.from_settings(settings)),
+                ws="none",  # the service has no WebSocket routes
+                timeout_keep_alive=settings.keep_alive_timeout,
             )
             await uvicorn.Server(config).serve(sockets=[listening])
 

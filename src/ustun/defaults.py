@@ -38,3 +38,13 @@ DEFAULT_TEST_PINGS_PER_MINUTE = 10
 # Failed dashboard logins and bearer checks one client address may make in one window.
 DEFAULT_AUTH_FAILURE_LIMIT = 20
 DEFAULT_AUTH_FAILURE_WINDOW = 60
+
+# What `ustun serve` takes from one connection: a request line and headers of at most this
+# many bytes (64 KiB) and header fields (past either: 431), the head within this many seconds
+# of connecting (or of its first byte, on a kept-alive connection), and the body within this
+# many seconds of the head; an idle kept-alive connection is closed after this many seconds.
+DEFAULT_MAX_HEADER_BYTES = 65_536
+DEFAULT_MAX_HEADERS = 100
+DEFAULT_HEADER_TIMEOUT = 10
+DEFAULT_BODY_TIMEOUT = 60
+DEFAULT_KEEP_ALIVE_TIMEOUT = 5

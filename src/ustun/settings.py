@@ -11,7 +11,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from ustun.defaults import (
     DEFAULT_AUTH_FAILURE_LIMIT,
     DEFAULT_AUTH_FAILURE_WINDOW,
+    DEFAULT_BODY_TIMEOUT,
     DEFAULT_DATABASE_URL,
+    DEFAULT_HEADER_TIMEOUT,
     DEFAULT_HOST,
     DEFAULT_IDEMPOTENCY_LEASE,
     DEFAULT_IDEMPOTENCY_TTL,
@@ -19,9 +21,12 @@ from ustun.defaults import (
     DEFAULT_JOB_POLL_INTERVAL,
     DEFAULT_JOB_RETENTION,
     DEFAULT_JOB_RETRY_BASE,
+    DEFAULT_KEEP_ALIVE_TIMEOUT,
     DEFAULT_LOG_LEVEL,
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_ENDPOINTS,
+    DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_MAX_HEADERS,
     DEFAULT_PORT,
     DEFAULT_SIGNATURE_TOLERANCE,
     DEFAULT_TEST_PINGS_PER_MINUTE,
@@ -78,6 +83,12 @@ class Settings(BaseSettings):
     trusted_proxies: str = ""
     auth_failure_limit: int = Field(default=DEFAULT_AUTH_FAILURE_LIMIT, ge=1)
     auth_failure_window: float = Field(default=DEFAULT_AUTH_FAILURE_WINDOW, gt=0)
+    # What `ustun serve` takes from one connection (see `ustun.service.runtime.server`).
+    max_header_bytes: int = Field(default=DEFAULT_MAX_HEADER_BYTES, ge=1)
+    max_headers: int = Field(default=DEFAULT_MAX_HEADERS, ge=1)
+    header_timeout: float = Field(default=DEFAULT_HEADER_TIMEOUT, gt=0)
+    body_timeout: float = Field(default=DEFAULT_BODY_TIMEOUT, gt=0)
+    keep_alive_timeout: int = Field(default=DEFAULT_KEEP_ALIVE_TIMEOUT, ge=1)
 
     @field_validator("webhook_retry_schedule")
     @classmethod

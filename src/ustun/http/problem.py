@@ -165,6 +165,15 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "applied.",
         ),
         ProblemType(
+            "headers-too-large",
+            431,
+            "Request header fields too large",
+            "The request line and headers are larger than this server accepts "
+            "(USTUN_MAX_HEADER_BYTES, 64 KiB by default) or have more fields than it accepts "
+            "(USTUN_MAX_HEADERS, 100 by default). The server stops reading there, answers this "
+            "and closes the connection; nothing of the request is applied.",
+        ),
+        ProblemType(
             "quota-exceeded",
             429,
             "Quota exceeded",
