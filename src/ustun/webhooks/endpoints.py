@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -27,6 +28,21 @@ HTTP = "http"
 Ordering = Literal["unordered", "fifo"]
 UNORDERED: Ordering = "unordered"
 ROTATION_OVERLAP = timedelta(hours=24)
+# `rate_limit` bounds, in sends/s: the dispatcher paces sends `1 / rate_limit` s apart, so a
+# tiny rate is a step of centuries that overflows its clock; one send per 100 s is the slowest.
+MIN_RATE_LIMIT = 0.01
+MAX_RATE_LIMIT = 10_000.0
+
+
+def rate_limit_refusal(rate_limit: float | None) -> str | None:
+    """Why `rate_limit` may not be an endpoint's (None: no limit), or None when it may."""
+    if rate_limit is None:
+        return None
+    if not math.isfinite(rate_limit):
+        return "the rate limit must be a finite number"
+    if not MIN_RATE_LIMIT <= rate_limit <= MAX_RATE_LIMIT:
+        return f"the rate limit must be {MIN_RATE_LIMIT:g} to {MAX_RATE_LIMIT:g} sends per second"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +127,11 @@ async def create(
     """Insert an endpoint with a fresh signing key; return its id and the key (shown once).
 
     A broker endpoint (`kind` rabbitmq or nats) publishes to `destination` at `url`.
+    `ValueError` if `rate_limit` is out of bounds (`rate_limit_refusal`).
     """
+    refused = rate_limit_refusal(rate_limit)
+    if refused is not None:
+        raise ValueError(refused)
     endpoint_id = ids.new_id("we")
     secret = signing.new_key(signature)
     now = clock.now()

@@ -69,6 +69,13 @@ def check_destination(kind: str, url: str, name: str | None, *, allow_private: b
         raise _invalid(field, reason, field)
 
 
+def check_rate_limit(rate_limit: float | None) -> None:
+    """Raise 422 `validation-error` on `body.rate_limit` unless it is within the bounds."""
+    reason = endpoints.rate_limit_refusal(rate_limit)
+    if reason is not None:
+        raise _invalid("rate_limit", reason, "rate_limit")
+
+
 def _destination_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     """The endpoint columns of an API body: its `exchange` or `subject` as `destination`."""
     values = {k: v for k, v in fields.items() if k not in DESTINATION_FIELD.values()}
@@ -121,6 +128,7 @@ async def create_endpoint(
     `exchange` or `subject`, the rest as `endpoints.create` takes them); the row and its secret."""
     values = _destination_fields(fields)
     kind = values.get("kind", endpoints.HTTP)
+    check_rate_limit(values.get("rate_limit"))
     check_destination(kind, values["url"], values.get("destination"), allow_private=allow_private)
     async with db.unit_of_work() as uow:
         await quotas.reserve_endpoint(uow, account_id, max_endpoints)
@@ -165,6 +173,8 @@ async def update_endpoint(
     """
     values = {k: v for k, v in change.items() if k not in DESTINATION_FIELD.values()}
     enabled = values.pop("enabled", None)
+    if "rate_limit" in values:
+        check_rate_limit(values["rate_limit"])
     if "events" in values:
         values["events"] = json.dumps(values["events"])
     values["updated_at"] = clock.now()

@@ -22,7 +22,13 @@ from ustun.service.plumbing.pagination import page
 from ustun.service.resources.text import Text
 from ustun.service.runtime.webhook_runtime import AppSettings, Box
 from ustun.webhooks import operations, signing
-from ustun.webhooks.endpoints import DEFAULT_MAX_IN_FLIGHT, UNORDERED, Ordering
+from ustun.webhooks.endpoints import (
+    DEFAULT_MAX_IN_FLIGHT,
+    MAX_RATE_LIMIT,
+    MIN_RATE_LIMIT,
+    UNORDERED,
+    Ordering,
+)
 from ustun.webhooks.patterns import is_pattern
 from ustun.webhooks.tables import endpoints
 
@@ -37,6 +43,11 @@ ORDERING = (
 )
 Events = Annotated[list[str], Field(min_length=1, max_length=100)]
 InFlight = Annotated[StrictInt, Field(ge=1, le=256), INTEGRAL_FLOAT]
+RATE_LIMIT = (
+    f"Sends per second across all workers, {MIN_RATE_LIMIT:g} (one per {1 / MIN_RATE_LIMIT:g} s) "
+    f"to {MAX_RATE_LIMIT:g}; null: no limit."
+)
+RateLimit = Annotated[float, Field(ge=MIN_RATE_LIMIT, le=MAX_RATE_LIMIT, allow_inf_nan=False)]
 Kind = Literal["http", "rabbitmq", "nats"]
 Exchange = Annotated[
     Text | None,
@@ -96,7 +107,7 @@ class EndpointIn(BaseModel):
     events: Events = Field(default_factory=lambda: ["*"])
     description: Text = Field(default="", max_length=500)
     payload: Literal["full", "thin"] = "full"
-    rate_limit: float | None = Field(default=None, gt=0, le=10_000, description="Sends/s.")
+    rate_limit: RateLimit | None = Field(default=None, description=RATE_LIMIT)
     max_in_flight: InFlight = DEFAULT_MAX_IN_FLIGHT
     signature: signing.Scheme = Field(
         default=signing.HMAC_SHA256,
@@ -124,7 +135,7 @@ class EndpointPatch(BaseModel):
     events: Events | None = None
     description: Text | None = Field(default=None, max_length=500)
     payload: Literal["full", "thin"] | None = None
-    rate_limit: float | None = Field(default=None, gt=0, le=10_000)
+    rate_limit: RateLimit | None = Field(default=None, description=RATE_LIMIT)
     max_in_flight: InFlight | None = None
     ordering: Ordering | None = Field(default=None, description=ORDERING)
     enabled: bool | None = None

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 
 from ustun.http.problem import MEDIA_TYPE
 from ustun.jobs.states import JobStatusValue
+from ustun.webhooks.endpoints import MAX_RATE_LIMIT, MIN_RATE_LIMIT
 from ustun.webhooks.states import StatusValue
 
 PROBLEM_REF = "#/components/schemas/Problem"
@@ -142,7 +143,12 @@ class WebhookEndpoint(BaseModel):
     payload: Literal["full", "thin"]
     enabled: bool
     disabled_reason: str | None
-    rate_limit: float | None = Field(description="Sends per second across all workers, or none.")
+    rate_limit: float | None = Field(
+        ge=MIN_RATE_LIMIT,
+        le=MAX_RATE_LIMIT,
+        description=f"Sends per second across all workers ({MIN_RATE_LIMIT:g} to "
+        f"{MAX_RATE_LIMIT:g}), or none.",
+    )
     max_in_flight: int = Field(description="Deliveries in flight at once, across all workers.")
     ordering: Literal["unordered", "fifo"] = Field(
         description="`fifo`: one delivery at a time, in the commit order of the events."
