@@ -140,7 +140,12 @@ async def create_endpoint(
 def _new_destination(
     box: SecretBox, row: Row[Any], change: Mapping[str, Any], *, allow_private: bool
 ) -> dict[str, Any]:
-    """The URL and destination columns after a change to `row`'s URL, exchange or subject."""
+    """The columns a change of `row`'s URL, exchange or subject writes, checked.
+
+    Only those it changes: a broker's sealed URL when the URL changes, its `destination` when
+    the exchange or subject does, so two PATCHes of one and of the other both hold (the other's
+    current value is only read to check this one's).
+    """
     kind, url = row.kind, change.get("url")
     wrong = [f for k, f in DESTINATION_FIELD.items() if k != kind and change.get(f) is not None]
     if wrong:
@@ -151,10 +156,13 @@ def _new_destination(
         return {}
     current = endpoints.destination(box, row)
     assert current is not None  # a broker kind
-    url = current.url if url is None else url
-    name = change.get(DESTINATION_FIELD[kind]) or current.name
-    check_destination(kind, url, name, allow_private=allow_private)
-    return {"destination": name, **endpoints.broker_columns(box, row.id, url)}
+    name = change.get(DESTINATION_FIELD[kind])
+    checked_url = current.url if url is None else url
+    check_destination(kind, checked_url, name or current.name, allow_private=allow_private)
+    columns: dict[str, Any] = {} if name is None else {"destination": name}
+    if url is not None:
+        columns |= endpoints.broker_columns(box, row.id, url)
+    return columns
 
 
 async def update_endpoint(
@@ -169,7 +177,9 @@ async def update_endpoint(
 ) -> Row[Any]:
     """Change the fields in `change` if `pre` holds; `enabled: False` disables (and logs it).
 
-    A broker endpoint's new `url`, `exchange` or `subject` is checked and its URL sealed again.
+    The change is one UPDATE of the columns it names, applied to the row as it is then: a
+    concurrent change of other fields is kept. A new `url`, `exchange` or `subject` is checked
+    and a broker's URL sealed again.
     """
     values = {k: v for k, v in change.items() if k not in DESTINATION_FIELD.values()}
     enabled = values.pop("enabled", None)
