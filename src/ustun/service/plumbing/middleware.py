@@ -76,33 +76,44 @@ def _nul_part(scope: Scope) -> str | None:
     return None
 
 
-# How long a process trusts a key it has checked: a key revoked elsewhere (another process,
-# `ustun keys revoke`) stops working here within this many seconds; here, at once.
+# How long a process trusts a key it has checked, counted from the read that found it valid: a
+# key revoked elsewhere (another process, `ustun keys revoke`) stops working here within this
+# many seconds; here, at once.
 KEY_CACHE_SECONDS = 5.0
 KEY_CACHE_SIZE = 10_000
 
 
 class KeyCache:
-    """Keys this process accepted recently, by their hash, each for `ttl` seconds."""
+    """Keys this process accepted recently, by their hash, each for `ttl` seconds from the read
+    that found it valid. A check takes a `ticket` before its read and hands it to `put`."""
 
     def __init__(self, ttl: float = KEY_CACHE_SECONDS, size: int = KEY_CACHE_SIZE) -> None:
         self.ttl = ttl
         self.size = size
         self._entries: dict[str, tuple[Credential, float]] = {}
+        self._revocations = 0
 
     def get(self, key_hash: str) -> Credential | None:
         """The cached credential of a key, if still fresh."""
         hit = self._entries.get(key_hash)
         return hit[0] if hit is not None and hit[1] > time.monotonic() else None
 
-    def put(self, key_hash: str, credential: Credential) -> None:
-        """Remember an accepted key."""
+    def ticket(self) -> tuple[int, float]:
+        """Taken before a key is read: the revocations so far, and when what is read expires."""
+        return self._revocations, time.monotonic() + self.ttl
+
+    def put(self, key_hash: str, credential: Credential, ticket: tuple[int, float]) -> None:
+        """Remember an accepted key, unless a key was revoked here since its `ticket`."""
+        revocations, expires = ticket
+        if revocations != self._revocations:
+            return  # the read may predate that revoke (and be of that very key)
         if len(self._entries) >= self.size:
             self._entries.clear()
-        self._entries[key_hash] = (credential, time.monotonic() + self.ttl)
+        self._entries[key_hash] = (credential, expires)
 
     def forget(self, key_id: str) -> None:
-        """Drop a revoked key at once."""
+        """Drop a revoked key at once, and keep checks under way from caching it again."""
+        self._revocations += 1
         for key_hash in [h for h, (c, _) in self._entries.items() if c.key_id == key_id]:
             del self._entries[key_hash]
 
@@ -152,11 +163,12 @@ class AuthMiddleware:
                     )
                     await response(scope, receive, send)
                     return
+                ticket = self.cache.ticket()
                 credential = await authenticate(self.db, key)
                 if credential is None:
                     self.failures.failed(host)
                 else:
-                    self.cache.put(digest, credential)
+                    self.cache.put(digest, credential, ticket)
         if credential is None:
             response = problem_response(
                 Request(scope),
