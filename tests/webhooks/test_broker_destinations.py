@@ -26,7 +26,9 @@ from ustun.webhooks.brokers.destinations import (
         (RABBITMQ, "amqp://user:pw@broker.example.com:5673/vhost", "payments.events:v1"),
         (NATS, "tls://broker.example.com:4222", "events.payments"),
         (NATS, "nats://token@broker.example.com", "a.b-c_d.E"),
-        (RABBITMQ, "amqps://8.8.8.8/", "amq.topic"),
+        (RABBITMQ, "amqps://8.8.8.8/", "mine.amq.topic"),
+        (RABBITMQ, "amqps://8.8.8.8/vh?heartbeat=30&name=relay%20one", "events"),
+        (NATS, "nats://broker.example.com/", "JS.events.$x"),
     ],
 )
 def test_public_brokers_are_accepted(kind: str, url: str, name: str) -> None:

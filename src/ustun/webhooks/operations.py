@@ -24,7 +24,8 @@ from ustun.store import Database
 from ustun.webhooks import endpoints, quotas
 from ustun.webhooks.adapters import for_connection, for_database
 from ustun.webhooks.addresses import url_refusal
-from ustun.webhooks.brokers.destinations import NATS, RABBITMQ, Destination, refusal
+from ustun.webhooks.brokers import destinations
+from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
 from ustun.webhooks.outbox import PING, emit, wake
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.states import Change, Status, sources, transition
@@ -46,26 +47,23 @@ def _invalid(field: str, reason: str, error_type: str, message: str = "") -> Pro
     )
 
 
-def check_url(url: str, *, allow_private: bool) -> None:
-    """Raise 422 `validation-error` on `body.url` if webhooks may not be sent there."""
-    reason = url_refusal(url, allow_private=allow_private)
+def check_url(kind: str, url: str, *, allow_private: bool) -> None:
+    """Raise 422 `validation-error` on `body.url` unless events may go to `url`, an HTTP
+    endpoint's or a `kind` broker's: its scheme, host and options."""
+    if kind == endpoints.HTTP:
+        reason = url_refusal(url, allow_private=allow_private)
+    else:
+        reason = destinations.url_refusal(kind, url, allow_private=allow_private)
     if reason is not None:
         raise _invalid("url", reason, "url")
 
 
-def check_destination(kind: str, url: str, name: str | None, *, allow_private: bool) -> None:
-    """Raise 422 `validation-error` unless events may be sent to `url` (and, for a broker
-    kind, published to the exchange or subject `name`)."""
-    if kind == endpoints.HTTP:
-        check_url(url, allow_private=allow_private)
-        return
-    reason = refusal(Destination(kind, url, name or ""), allow_private=allow_private)
+def check_name(kind: str, name: str) -> None:
+    """Raise 422 `validation-error` on `body.exchange` or `body.subject` unless a `kind` broker
+    endpoint may publish to `name`."""
+    reason = destinations.name_refusal(kind, name)
     if reason is not None:
-        field = (
-            DESTINATION_FIELD[kind]
-            if reason.startswith("the " + DESTINATION_FIELD[kind])
-            else "url"
-        )
+        field = DESTINATION_FIELD[kind]
         raise _invalid(field, reason, field)
 
 
@@ -129,7 +127,9 @@ async def create_endpoint(
     values = _destination_fields(fields)
     kind = values.get("kind", endpoints.HTTP)
     check_rate_limit(values.get("rate_limit"))
-    check_destination(kind, values["url"], values.get("destination"), allow_private=allow_private)
+    if kind in DESTINATION_FIELD:
+        check_name(kind, values.get("destination") or "")
+    check_url(kind, values["url"], allow_private=allow_private)
     async with db.unit_of_work() as uow:
         await quotas.reserve_endpoint(uow, account_id, max_endpoints)
         endpoint_id, secret = await endpoints.create(uow, box, account_id, **values)
@@ -138,30 +138,27 @@ async def create_endpoint(
 
 
 def _new_destination(
-    box: SecretBox, row: Row[Any], change: Mapping[str, Any], *, allow_private: bool
+    box: SecretBox, kind: str, endpoint_id: str, change: Mapping[str, Any], *, allow_private: bool
 ) -> dict[str, Any]:
-    """The columns a change of `row`'s URL, exchange or subject writes, checked.
+    """The columns a change of a `kind` endpoint's URL, exchange or subject writes, checked.
 
     Only those it changes: a broker's sealed URL when the URL changes, its `destination` when
-    the exchange or subject does, so two PATCHes of one and of the other both hold (the other's
-    current value is only read to check this one's).
+    the exchange or subject does, so two PATCHes of one and of the other both hold.
     """
-    kind, url = row.kind, change.get("url")
     wrong = [f for k, f in DESTINATION_FIELD.items() if k != kind and change.get(f) is not None]
     if wrong:
         raise _invalid(wrong[0], f"a {kind} endpoint has no {wrong[0]}", "kind", f"not for {kind}")
-    if kind == endpoints.HTTP:
-        if url is not None:
-            check_url(url, allow_private=allow_private)
-        return {}
-    current = endpoints.destination(box, row)
-    assert current is not None  # a broker kind
-    name = change.get(DESTINATION_FIELD[kind])
-    checked_url = current.url if url is None else url
-    check_destination(kind, checked_url, name or current.name, allow_private=allow_private)
-    columns: dict[str, Any] = {} if name is None else {"destination": name}
+    columns: dict[str, Any] = {}
+    field = DESTINATION_FIELD.get(kind)
+    name = None if field is None else change.get(field)
+    if name is not None:
+        check_name(kind, name)
+        columns["destination"] = name
+    url = change.get("url")
     if url is not None:
-        columns |= endpoints.broker_columns(box, row.id, url)
+        check_url(kind, url, allow_private=allow_private)
+        if kind != endpoints.HTTP:
+            columns |= endpoints.broker_columns(box, endpoint_id, url)
     return columns
 
 
@@ -179,7 +176,7 @@ async def update_endpoint(
 
     The change is one UPDATE of the columns it names, applied to the row as it is then: a
     concurrent change of other fields is kept. A new `url`, `exchange` or `subject` is checked
-    and a broker's URL sealed again.
+    first, and a broker's URL sealed.
     """
     values = {k: v for k, v in change.items() if k not in DESTINATION_FIELD.values()}
     enabled = values.pop("enabled", None)
@@ -187,11 +184,12 @@ async def update_endpoint(
         check_rate_limit(values["rate_limit"])
     if "events" in values:
         values["events"] = json.dumps(values["events"])
+    if any(change.get(f) is not None for f in ("url", *DESTINATION_FIELD.values())):
+        # The kind never changes, so it may be read apart from the write.
+        kind = (await read_endpoint(db, account_id, endpoint_id)).kind
+        values |= _new_destination(box, kind, endpoint_id, change, allow_private=allow_private)
     values["updated_at"] = clock.now()
     async with db.unit_of_work() as uow:
-        if any(change.get(f) is not None for f in ("url", *DESTINATION_FIELD.values())):
-            current = await _endpoint(uow.conn, account_id, endpoint_id)
-            values |= _new_destination(box, current, change, allow_private=allow_private)
         row, disabled = await for_database(db).change_endpoint(
             uow, account_id, endpoint_id, pre, values, enabled=enabled, reason=DISABLED_BY_REQUEST
         )

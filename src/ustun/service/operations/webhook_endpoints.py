@@ -55,7 +55,7 @@ Exchange = Annotated[
         default=None,
         max_length=255,
         description="`rabbitmq` only: the exchange (declared by you) events are published to, "
-        "with the event type as routing key.",
+        "with the event type as routing key; not one of the broker's own (`amq.…`).",
     ),
 ]
 Subject = Annotated[
@@ -64,7 +64,7 @@ Subject = Annotated[
         default=None,
         max_length=255,
         description="`nats` only: the JetStream subject events are published to (a stream of "
-        "yours must take it).",
+        "yours must take it); no wildcards, and not the server's own (`$…`, `_INBOX.…`).",
     ),
 ]
 
@@ -99,7 +99,8 @@ class EndpointIn(BaseModel):
         default="http",
         description="`http`: events are POSTed to `url`; `rabbitmq` (`amqp://`, `amqps://`) or "
         "`nats` (`nats://`, `tls://`, JetStream): published to the broker at `url`, which may "
-        "carry credentials: it is kept encrypted and shown without them.",
+        "carry credentials: it is kept encrypted and shown without them. A broker URL takes no "
+        "query options but RabbitMQ's `heartbeat` and `name`.",
     )
     url: Text = Field(max_length=2048)
     exchange: Exchange = None

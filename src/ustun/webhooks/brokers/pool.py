@@ -3,13 +3,16 @@
 It keeps one publisher per broker URL, opened on first use (the client library is imported
 then, not before), reopened after the broker dropped it, and closed on shutdown. Publishes that
 wait for the same connection share one attempt to open it. `publish` never raises for broker
-trouble: like `transport.post`, it returns the outcome, with the URL's credentials scrubbed.
+trouble: like `transport.post`, it returns the outcome, with the URL's credentials scrubbed; an
+error the client library was not expected to raise is a failed attempt too, logged, so a
+delivery always ends in an outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -126,6 +129,18 @@ class Brokers:
         except BrokerUnavailable as exc:
             self._forget(url)
             return outcome.failed(elapsed(), scrub(str(exc), url))
+        except Exception as exc:
+            self._forget(url)
+            log.error(
+                "publishing to %s %s failed unexpectedly: %s",
+                destination.kind,
+                redact(url),
+                scrub(f"{type(exc).__name__}: {exc}", url),
+            )
+            # Only the type: the text may say what the client read (files of this server).
+            return outcome.failed(
+                elapsed(), f"the {destination.kind} client failed ({type(exc).__name__})"
+            )
         return outcome.confirmed(elapsed(), answer)
 
     async def _publisher(self, destination: Destination) -> Publisher:
@@ -138,8 +153,16 @@ class Brokers:
         opening = self._opening.get(url)
         if opening is None:
             opening = self._opening[url] = asyncio.create_task(self._open(destination))
-            opening.add_done_callback(lambda _: self._opening.pop(url, None))
+            opening.add_done_callback(functools.partial(self._opened, url))
         return await asyncio.shield(opening)
+
+    def _opened(self, url: str, opening: asyncio.Task[Publisher]) -> None:
+        """An attempt to open `url` ended. Its failure is retrieved here: every publish waiting
+        for it may have given up first (their deadline is shorter than a connect can take), and
+        asyncio would then log it as never retrieved."""
+        self._opening.pop(url, None)
+        if not opening.cancelled():
+            opening.exception()
 
     async def _open(self, destination: Destination) -> Publisher:
         to = await route(destination.url, allow_private=self.allow_private)
