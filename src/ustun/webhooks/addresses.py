@@ -1,4 +1,4 @@
-"""SSRF rules for outbound webhook URLs (pure): which schemes, hosts and addresses are refused.
+"""SSRF rules for outbound webhook URLs: which schemes, hosts and addresses are refused.
 
 Refused: loopback, private (RFC 1918), link-local, CGNAT 100.64/10 (RFC 6598), multicast,
 reserved and unspecified addresses, IPv6 unique-local fc00::/7, and any IPv6 form that embeds
@@ -7,12 +7,18 @@ A URL is read with yarl, exactly as aiohttp reads it before connecting, so 127.0
 in full-width digits is judged as the `127.0.0.1` it becomes; the host is also judged as a
 lenient parser (WHATWG URL, a proxy) would read it: percent-decoded, IDNA labels decoded,
 numbers in any base.
+
+All of it is pure but `lookup` and `resolution_refusal`, which ask the system's resolver what a
+name stands for now: registration refuses a name that resolves to a refused address, and a
+broker connection goes to an address vetted that way.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import re
+import socket
 from urllib.parse import unquote
 
 import idna
@@ -35,6 +41,8 @@ _IPV4_NUMBER = re.compile(r"0[xX][0-9a-fA-F]*|[0-9]+")
 _LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
 _HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
 _MAX_HOST_NAME = 253
+# How long registration waits for a name to resolve; past that it is accepted unresolved.
+LOOKUP_SECONDS = 2.0
 
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
@@ -187,3 +195,31 @@ def url_refusal(url: str, *, allow_private: bool) -> str | None:
     if target.user is not None or target.password is not None:
         return "the URL must not carry credentials"
     return None if allow_private else host_refusal(target.raw_host)
+
+
+async def lookup(host: str, port: int) -> list[str]:
+    """The numeric addresses `host` resolves to now, as a TCP connection to `port` would look it
+    up; `OSError` when it does not resolve."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(sockaddr[0]) for *_, sockaddr in infos]
+
+
+def addresses_refusal(addresses: list[str]) -> str | None:
+    """Why a connection may not go to some of `addresses`, or None when every one is public."""
+    return next(filter(None, map(address_refusal, addresses)), None)
+
+
+async def resolution_refusal(host: str, port: int, *, within: float = LOOKUP_SECONDS) -> str | None:
+    """Why `host` may not be registered, as it resolves now, or None.
+
+    A name that resolves to any refused address is refused. One that does not resolve within
+    `within` seconds is accepted: a missing or slow answer says nothing of where the name will
+    lead, and every connection is vetted again against the address it goes to.
+    """
+    try:
+        async with asyncio.timeout(within):
+            found = await lookup(host, port)
+    except (OSError, TimeoutError):
+        return None
+    reason = addresses_refusal(found)
+    return None if reason is None else f"{host} resolves to a refused address: {reason}"

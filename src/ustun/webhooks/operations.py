@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
+from yarl import URL
 
 from ustun import clock
 from ustun.http.errors import ProblemError
@@ -23,7 +24,7 @@ from ustun.http.signature import Signer
 from ustun.store import Database
 from ustun.webhooks import endpoints, quotas
 from ustun.webhooks.adapters import for_connection, for_database
-from ustun.webhooks.addresses import url_refusal
+from ustun.webhooks.addresses import resolution_refusal, url_refusal
 from ustun.webhooks.brokers import destinations
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
 from ustun.webhooks.outbox import PING, emit, wake
@@ -47,15 +48,26 @@ def _invalid(field: str, reason: str, error_type: str, message: str = "") -> Pro
     )
 
 
-def check_url(kind: str, url: str, *, allow_private: bool) -> None:
+async def check_url(kind: str, url: str, *, allow_private: bool) -> None:
     """Raise 422 `validation-error` on `body.url` unless events may go to `url`, an HTTP
-    endpoint's or a `kind` broker's: its scheme, host and options."""
+    endpoint's or a `kind` broker's: its scheme, host and options, then every address its host
+    resolves to now (a name that does not resolve is left to the check at send time)."""
     if kind == endpoints.HTTP:
         reason = url_refusal(url, allow_private=allow_private)
     else:
         reason = destinations.url_refusal(kind, url, allow_private=allow_private)
+    if reason is None and not allow_private:
+        reason = await resolution_refusal(*_host_and_port(kind, url))
     if reason is not None:
         raise _invalid("url", reason, "url")
+
+
+def _host_and_port(kind: str, url: str) -> tuple[str, int]:
+    """The host and port a sender of a valid `url` connects to."""
+    if kind == endpoints.HTTP:
+        target = URL(url)
+        return target.raw_host or "", target.port or 0
+    return destinations.address(url)
 
 
 def check_name(kind: str, name: str) -> None:
@@ -129,7 +141,7 @@ async def create_endpoint(
     check_rate_limit(values.get("rate_limit"))
     if kind in DESTINATION_FIELD:
         check_name(kind, values.get("destination") or "")
-    check_url(kind, values["url"], allow_private=allow_private)
+    await check_url(kind, values["url"], allow_private=allow_private)
     async with db.unit_of_work() as uow:
         await quotas.reserve_endpoint(uow, account_id, max_endpoints)
         endpoint_id, secret = await endpoints.create(uow, box, account_id, **values)
@@ -137,7 +149,7 @@ async def create_endpoint(
     return row, secret
 
 
-def _new_destination(
+async def _new_destination(
     box: SecretBox, kind: str, endpoint_id: str, change: Mapping[str, Any], *, allow_private: bool
 ) -> dict[str, Any]:
     """The columns a change of a `kind` endpoint's URL, exchange or subject writes, checked.
@@ -156,7 +168,7 @@ def _new_destination(
         columns["destination"] = name
     url = change.get("url")
     if url is not None:
-        check_url(kind, url, allow_private=allow_private)
+        await check_url(kind, url, allow_private=allow_private)
         if kind != endpoints.HTTP:
             columns |= endpoints.broker_columns(box, endpoint_id, url)
     return columns
@@ -176,7 +188,7 @@ async def update_endpoint(
 
     The change is one UPDATE of the columns it names, applied to the row as it is then: a
     concurrent change of other fields is kept. A new `url`, `exchange` or `subject` is checked
-    first, and a broker's URL sealed.
+    first (outside the transaction: the URL's host is looked up), and a broker's URL sealed.
     """
     values = {k: v for k, v in change.items() if k not in DESTINATION_FIELD.values()}
     enabled = values.pop("enabled", None)
@@ -187,7 +199,9 @@ async def update_endpoint(
     if any(change.get(f) is not None for f in ("url", *DESTINATION_FIELD.values())):
         # The kind never changes, so it may be read apart from the write.
         kind = (await read_endpoint(db, account_id, endpoint_id)).kind
-        values |= _new_destination(box, kind, endpoint_id, change, allow_private=allow_private)
+        values |= await _new_destination(
+            box, kind, endpoint_id, change, allow_private=allow_private
+        )
     values["updated_at"] = clock.now()
     async with db.unit_of_work() as uow:
         row, disabled = await for_database(db).change_endpoint(

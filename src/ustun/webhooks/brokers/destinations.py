@@ -10,14 +10,12 @@ Credentials are allowed in the URL (brokers need them) and never shown: `redact`
 
 from __future__ import annotations
 
-import asyncio
 import re
-import socket
 from dataclasses import dataclass
 
 from yarl import URL
 
-from ustun.webhooks.addresses import address_refusal, host_refusal
+from ustun.webhooks.addresses import addresses_refusal, host_refusal, lookup
 
 RABBITMQ, NATS = "rabbitmq", "nats"
 KINDS = (RABBITMQ, NATS)
@@ -183,11 +181,10 @@ async def route(url: str, *, allow_private: bool) -> Route | str:
     if allow_private:
         return Route(url, host)
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        found = await lookup(host, port)
     except OSError as exc:
         return f"cannot resolve {host}: {exc.strerror or exc}"
-    for *_, sockaddr in infos:
-        reason = address_refusal(str(sockaddr[0]))
-        if reason is not None:
-            return reason
-    return Route(str(URL(url).with_host(str(infos[0][4][0]))), host)
+    reason = addresses_refusal(found)
+    if reason is not None:
+        return reason
+    return Route(str(URL(url).with_host(found[0])), host)
