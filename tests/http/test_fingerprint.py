@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ustun.http.fingerprint import KEYED_PREFIX, canonical_json, fingerprint, matches
+from ustun.http.fingerprint import KEYED_PREFIX, canonical_json, fingerprint, key_id, matches
 
 
 def fp(body: bytes, method: str = "POST", path: str = "/v1/payments", query: bytes = b"") -> str:
@@ -111,25 +111,29 @@ def test_a_lone_surrogate_escaped_or_in_raw_bytes_is_the_same_document() -> None
 KEY = b"a key of thirty-two bytes, exact"
 
 
-def test_a_keyed_fingerprint_is_an_hmac_marked_as_such() -> None:
+def test_a_keyed_fingerprint_is_an_hmac_marked_with_its_key() -> None:
     keyed = fingerprint("POST", "/v1/payments", b"", b"{}", key=KEY)
-    assert keyed.startswith(KEYED_PREFIX)
-    assert len(keyed) == 46  # fits the 64 characters a stored fingerprint may have
+    assert keyed.startswith(f"{KEYED_PREFIX}{key_id(KEY)}.")
+    assert len(keyed) == 55  # fits the 64 characters a stored fingerprint may have
     assert keyed == fingerprint("POST", "/v1/payments", b"", b"{ }", key=KEY)
     assert keyed != fingerprint("POST", "/v1/payments", b"", b"{}", key=b"another key")
     assert keyed != fingerprint("POST", "/v1/payments", b"", b"[]", key=KEY)
-    assert keyed[len(KEYED_PREFIX) :] not in fp(b"{}")
+    assert key_id(KEY) != key_id(b"another key")
+    assert key_id(KEY) not in KEY.decode()
 
 
-def test_matches_checks_keyed_fingerprints_under_the_keys_and_unkeyed_ones_plainly() -> None:
-    def request_matches(stored: str, *keys: bytes) -> bool:
+def test_matches_checks_each_fingerprint_under_the_key_that_made_it() -> None:
+    def request_matches(stored: str, *keys: bytes) -> bool | None:
         return matches(stored, "POST", "/v1/payments", b"", b'{"a": 1}', keys=keys)
 
     plain = fp(b'{"a":1}')
     keyed = fingerprint("POST", "/v1/payments", b"", b'{"a":1}', key=KEY)
-    assert request_matches(plain)
-    assert request_matches(plain, KEY)
-    assert request_matches(keyed, b"newer key", KEY)
-    assert not request_matches(keyed, b"newer key")
-    assert not request_matches(keyed)
-    assert not request_matches(fp(b'{"a":2}'), KEY)
+    other = fingerprint("POST", "/v1/payments", b"", b'{"a":2}', key=KEY)
+    assert request_matches(plain) is True
+    assert request_matches(plain, KEY) is True
+    assert request_matches(fp(b'{"a":2}'), KEY) is False
+    assert request_matches(keyed, b"newer key", KEY) is True
+    assert request_matches(other, b"newer key", KEY) is False
+    # Made under a key it is not given: it cannot tell.
+    assert request_matches(keyed, b"newer key") is None
+    assert request_matches(keyed) is None

@@ -4,11 +4,11 @@ A JSON body is hashed in canonical form (keys sorted, no insignificant whitespac
 client that re-serialises the same document on retry still matches; any other body is hashed
 byte for byte. The query string is taken as sent: reordering parameters is a different request.
 
-The hash is keyed when a key is given: HMAC-SHA256, written `k1.` + unpadded base64url (46
-characters). Unkeyed it is plain SHA-256 in hex (64 characters), which anyone who can read the
-stored fingerprint can test guesses of a body against (a password inside it, say). `matches`
-checks a stored fingerprint of either form, so records written before a key was set still
-answer their retries until they expire.
+The hash is keyed when a key is given: HMAC-SHA256, written `k1.<key id>.<hmac>` in unpadded
+base64url (55 characters), the key id saying which key made it. Unkeyed it is plain SHA-256 in
+hex (64 characters), which anyone who can read the stored fingerprint can test guesses of a
+body against (a password inside it, say). `matches` checks a stored fingerprint of either form,
+so records written before a key was set still answer their retries until they expire.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 KEYED_PREFIX = "k1."
+_KEY_ID = b"ustun fingerprint key id"
 
 
 def canonical_json(body: bytes) -> bytes | None:
@@ -47,6 +48,15 @@ def _parts(method: str, path: str, query: bytes | str, body: bytes) -> list[byte
     return [method.upper().encode(), path.encode(), query, kind, content]
 
 
+def _base64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def key_id(key: bytes) -> str:
+    """The 8 characters that name `key` in its fingerprints (telling nothing of the key)."""
+    return _base64(hmac.digest(key, _KEY_ID, "sha256")[:6])
+
+
 def _digest(parts: list[bytes], key: bytes | None) -> str:
     digest = hashlib.sha256() if key is None else hmac.new(key, digestmod=hashlib.sha256)
     # Length-prefixed fields: no two different requests can produce the same byte stream.
@@ -55,7 +65,7 @@ def _digest(parts: list[bytes], key: bytes | None) -> str:
         digest.update(part)
     if key is None:
         return digest.hexdigest()
-    return KEYED_PREFIX + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+    return f"{KEYED_PREFIX}{key_id(key)}.{_base64(digest.digest())}"
 
 
 def fingerprint(
@@ -74,9 +84,13 @@ def matches(
     body: bytes,
     *,
     keys: Iterable[bytes],
-) -> bool:
-    """Whether `stored` is this request's fingerprint: a keyed one under one of `keys`, an
-    unkeyed one as plain SHA-256."""
-    candidates: Iterable[bytes | None] = keys if stored.startswith(KEYED_PREFIX) else [None]
-    parts = _parts(method, path, query, body)
-    return any(hmac.compare_digest(stored, _digest(parts, key)) for key in candidates)
+) -> bool | None:
+    """Whether `stored` is this request's fingerprint: an unkeyed one as plain SHA-256, a keyed
+    one under whichever of `keys` made it; None when none of them did (it cannot be told)."""
+    key = None
+    if stored.startswith(KEYED_PREFIX):
+        made_by = stored.removeprefix(KEYED_PREFIX).partition(".")[0]
+        key = next((k for k in keys if key_id(k) == made_by), None)
+        if key is None:
+            return None
+    return hmac.compare_digest(stored, _digest(_parts(method, path, query, body), key))

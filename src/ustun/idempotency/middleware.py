@@ -158,8 +158,10 @@ class IdempotencyMiddleware:
     `fingerprint_key` (secret bytes kept out of the store) keys the request fingerprints it
     stores; without one they are plain SHA-256 of the request, and whoever reads the store can
     test a guess of a body (a password in it) against them. `previous_fingerprint_key` (during
-    a key rotation) still matches the fingerprints stored under it; a fingerprint stored
-    unkeyed, before the key was set, still matches its request until it expires.
+    a key rotation) still checks the fingerprints stored under it; a fingerprint stored
+    unkeyed, before the key was set, still matches its request until it expires. One made
+    under a key given neither way cannot be checked: its key's retry replays (never runs twice),
+    whatever the request.
     The store is prepared (its table checked or created) once: at the app's lifespan startup,
     which fails with the one-line `UstunError` on a missing table, or else on the first request.
     """
@@ -489,8 +491,14 @@ class IdempotencyMiddleware:
             await _replay(record.response, body, send)
 
     def _same_request(self, stored: str, req: _Request, scope: Scope) -> bool:
-        """Whether a stored fingerprint is this request's: made now, or under an older key."""
-        return stored == req.fingerprint or matches(
+        """Whether a stored fingerprint is this request's: made now, or under an older key.
+
+        One made under a key this process no longer has (rotated away) is taken to match: its
+        request cannot be told from another, and a replay never applies anything twice.
+        """
+        if stored == req.fingerprint:
+            return True
+        same = matches(
             stored,
             scope["method"],
             scope["path"],
@@ -498,6 +506,7 @@ class IdempotencyMiddleware:
             req.body,
             keys=self._fingerprint_keys,
         )
+        return same is not False
 
     async def _in_progress(self, scope: Scope, send: Send, detail: str, wait: float) -> None:
         """409 `idempotency-in-progress`, retry after `wait` seconds."""

@@ -6,9 +6,10 @@ opens none of them would start and then fail every delivery, so startup opens ev
 secret first.
 
 Derived from it, never stored: the key of the idempotency fingerprints (HMAC-SHA256), so a
-secret inside a request body cannot be confirmed from the database. They are not resealed: a
-fingerprint made under the previous key still matches while `USTUN_SECRET_KEY_PREVIOUS` is set,
-and expires with its record.
+secret inside a request body cannot be confirmed from the database. They are not re-keyed (a
+keyed hash cannot be): one made under the previous key is still checked while
+`USTUN_SECRET_KEY_PREVIOUS` is set, and afterwards cannot be, so its key's retry replays until
+the record expires.
 """
 
 from __future__ import annotations
