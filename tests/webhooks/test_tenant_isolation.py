@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -218,3 +219,44 @@ async def test_a_hostile_retry_after_is_recorded_with_the_others(
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_send_that_raises_is_a_failed_attempt_and_frees_its_slot(
+    db: Database, box: SecretBox, config: DispatchConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unexpected error sending (injected here) is recorded as a failed attempt, and the
+    endpoint's and the account's slots come back."""
+    post = dispatcher_module.transport.post
+    calls = 0
+
+    async def faulty(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("injected fault")
+        return await post(*args, **kwargs)
+
+    monkeypatch.setattr(dispatcher_module.transport, "post", faulty)
+    fine = Receiver()
+    await fine.start()
+    account = await new_account(db, "faulty")
+    try:
+        await _endpoint(db, box, account, fine.url(), max_in_flight=1)
+        fast = dataclasses.replace(config, retry_schedule=(0.2,))
+        async with in_background(Dispatcher(db, box, fast)) as running:
+            sent = await _emit(db, account, 1)
+            await until(lambda: _all(db, sent, "succeeded"), what="the retried delivery")
+            assert not running._sending
+            assert not running._account_sending
+        mine = select(deliveries.c.id).where(deliveries.c.event_id.in_(sent))
+        async with db.read() as conn:
+            errors = list(
+                await conn.scalars(
+                    select(attempts.c.error)
+                    .where(attempts.c.delivery_id.in_(mine.scalar_subquery()))
+                    .order_by(attempts.c.attempted_at)
+                )
+            )
+        assert errors[0] == "internal error: RuntimeError"
+    finally:
+        await fine.stop()

@@ -257,7 +257,13 @@ class Dispatcher:
             if endpoint.rate_limit is not None:
                 await self._pacer.wait(endpoint.id, item.send_at)  # its slot, from the claim
             attempted_at = clock.now()
-            outcome = await self._send(http, item, endpoint, body)
+            try:
+                outcome = await self._send(http, item, endpoint, body)
+            except Exception as error:  # a fault of ours or a library's: a failed attempt
+                log.exception("sending delivery %s failed unexpectedly", item.id)
+                outcome = transport.Outcome(
+                    None, 0.0, error=f"internal error: {type(error).__name__}"
+                )
             instrumentation.emit(
                 "delivery_attempt", outcome.latency_ms / 1000, outcome=outcome.kind
             )
