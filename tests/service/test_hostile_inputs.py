@@ -122,3 +122,20 @@ async def test_a_since_out_of_range_in_utc_is_refused_naming_it(
     problem = problem_of(answer, 422, "validation-error")
     assert [e["field"] for e in problem["errors"]] == ["query.since"]
     assert "years 0001-9999 in UTC" in problem["errors"][0]["message"]
+
+
+@pytest.mark.parametrize("since", OUT_OF_RANGE)
+async def test_recover_since_out_of_range_in_utc_is_refused_naming_it(
+    client: httpx.AsyncClient, since: str
+) -> None:
+    hook = await client.post("/v1/webhook-endpoints", json={"url": "https://example.com/h"})
+    recover = f"{hook.headers['location']}/recover"
+    answer = await client.post(recover, json={"since": since})
+    problem = problem_of(answer, 422, "validation-error")
+    assert [e["field"] for e in problem["errors"]] == ["body.since"]
+    assert "years 0001-9999 in UTC" in problem["errors"][0]["message"]
+    for not_rfc3339 in (0, "2026-12-01", "2026-12-01T00:00:00"):
+        refused = await client.post(recover, json={"since": not_rfc3339})
+        assert problem_of(refused, 422, "validation-error")["errors"][0]["field"] == "body.since"
+    accepted = await client.post(recover, json={"since": "2026-12-01T00:00:00+14:00"})
+    assert accepted.status_code == 202, accepted.text

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request, Response
@@ -15,7 +14,7 @@ from ustun.concurrency import Version, validators
 from ustun.http.errors import ProblemError
 from ustun.service.operations.webhook_deliveries import render as render_delivery
 from ustun.service.operations.webhook_events import render_event
-from ustun.service.plumbing.bodies import INTEGRAL_FLOAT
+from ustun.service.plumbing.bodies import INTEGRAL_FLOAT, Moment
 from ustun.service.plumbing.conditional import Conditions, conditional_get
 from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.plumbing.pagination import page
@@ -149,7 +148,7 @@ class RecoverIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    since: datetime
+    since: Moment
 
 
 def render(row: Row[Any]) -> dict[str, Any]:
