@@ -33,7 +33,7 @@ from broker_support import (
     running,
     unique,
 )
-from ustun.http.signature import Secret
+from ustun.http.signature import Secret, headers
 from ustun.store import Database
 from ustun.webhooks import consumers
 from ustun.webhooks.brokers import Brokers, Destination
@@ -165,6 +165,42 @@ async def test_a_forged_message_is_rejected_not_handled_nor_redelivered(
         async with running(setup.consumer(inbox, handlers, secret=str(SECRET))):
             await until(lambda: _ready(genuine.id in handled), what="the genuine event")
             # A forged message handed back to the broker would be delivered again and again.
+            await until(setup.settled, what="nothing waiting or unacknowledged")
+    assert handled == {genuine.id: 1}
+    assert inbox.claims == 1
+
+
+@pytest.mark.parametrize("kind", [RABBITMQ, NATS])
+async def test_a_message_with_an_absurd_timestamp_is_rejected_not_redelivered(
+    kind: str, inbox: CountingInbox, handlers: Handlers, handled: Counter[str]
+) -> None:
+    """Signed with the right secret over a `webhook-timestamp` of 400 digits (from 309 on it
+    overflowed a float, and the message was handed back as if the inbox had failed, forever):
+    rejected like a forged one, while the genuine event behind it is handled."""
+    sent, genuine = event(SECRET), event(SECRET)
+    absurd = Event(
+        sent.id, sent.type, sent.body, headers([SECRET], sent.id, sent.body, timestamp=10**400)
+    )
+    async with SETUPS[kind]() as setup:
+        await publish_all(setup.destination, [absurd, genuine])
+        async with running(setup.consumer(inbox, handlers, secret=str(SECRET))):
+            await until(lambda: _ready(genuine.id in handled), what="the genuine event")
+            await until(setup.settled, what="nothing waiting or unacknowledged")
+    assert handled == {genuine.id: 1}
+    assert inbox.claims == 1
+
+
+@pytest.mark.parametrize("kind", [RABBITMQ, NATS])
+async def test_without_a_secret_a_body_too_deep_to_read_is_rejected_not_redelivered(
+    kind: str, inbox: CountingInbox, handlers: Handlers, handled: Counter[str]
+) -> None:
+    """Reading a message is the same on every delivery: JSON nested past the parser's limit
+    (a `RecursionError`, not a `ValueError`) is rejected, not handed back forever."""
+    deep, genuine = Event("evt_deep", "payment.succeeded", b"[" * 100_000, {}), event(SECRET)
+    async with SETUPS[kind]() as setup:
+        await publish_all(setup.destination, [deep, genuine])
+        async with running(setup.consumer(inbox, handlers)):
+            await until(lambda: _ready(genuine.id in handled), what="the genuine event")
             await until(setup.settled, what="nothing waiting or unacknowledged")
     assert handled == {genuine.id: 1}
     assert inbox.claims == 1

@@ -42,6 +42,10 @@ VERSION = "v1"
 ASYMMETRIC_VERSION = "v1a"
 # More signatures than this in one header is an attack, not a rotation.
 MAX_SIGNATURES = 16
+# The latest `webhook-timestamp` that is a time at all: 9999-12-31T23:59:59Z, the end of what a
+# `datetime` holds. Later (309 digits and more overflowed a float) is out of range whatever the
+# tolerance, so a consumer that checks none still refuses it rather than failing on it.
+MAX_TIMESTAMP = 253_402_300_799
 
 ID_HEADER = "webhook-id"
 TIMESTAMP_HEADER = "webhook-timestamp"
@@ -274,6 +278,19 @@ def _matches(key: Verifier, offered: dict[str, list[bytes]], content: bytes) -> 
     return matched
 
 
+def _timestamp(raw: str) -> int:
+    """`webhook-timestamp` as Unix seconds, at most `MAX_TIMESTAMP` (read without converting
+    more digits than that has, so no length of header makes `int()` slow or a float overflow)."""
+    if not (raw.isascii() and raw.isdigit()):
+        raise MissingHeaders(f"{TIMESTAMP_HEADER} must be Unix seconds, got {raw[:32]!r}")
+    digits = raw.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_TIMESTAMP)) or int(digits) > MAX_TIMESTAMP:
+        raise TimestampOutOfRange(
+            f"{TIMESTAMP_HEADER} of {len(digits)} digits is after the year 9999: not a time"
+        )
+    return int(digits)
+
+
 def verify(
     secret: Verifier | str | Iterable[Verifier | str],
     message_headers: Mapping[str, str],
@@ -298,9 +315,7 @@ def verify(
     missing = [name for name, value in present.items() if not value]
     if missing:
         raise MissingHeaders(f"missing webhook header(s): {', '.join(missing)}")
-    if not (raw_ts.isascii() and raw_ts.isdigit()):
-        raise MissingHeaders(f"{TIMESTAMP_HEADER} must be Unix seconds, got {raw_ts[:32]!r}")
-    timestamp = int(raw_ts)
+    timestamp = _timestamp(raw_ts)
     skew = (time.time() if now is None else now) - timestamp
     if abs(skew) > tolerance:
         side = "old" if skew > 0 else "far in the future"

@@ -33,7 +33,6 @@ from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from ustun.http.errors import SignatureError
 from ustun.http.signature import ID_HEADER, Secret
 from ustun.webhooks.brokers.destinations import redact
 from ustun.webhooks.brokers.jetstream import MSG_ID_HEADER
@@ -91,7 +90,8 @@ class Intake:
     def _read(
         self, headers: Mapping[str, str], body: bytes, message_id: str | None
     ) -> tuple[str, dict[str, Any]]:
-        """The event id and the event; `ValueError` when the message cannot be trusted or read."""
+        """The event id and the event; `SignatureError` or `ValueError` when the message cannot be
+        trusted or read."""
         if self.secrets is not None:
             delivery = verify_delivery(self.secrets, headers, body, self.tolerance)
             return delivery.id, delivery.event
@@ -110,8 +110,11 @@ class Intake:
         handler finished, else hand it back until the claim lapses."""
         try:
             event_id, event = self._read(headers, body, message_id)
-        except (SignatureError, ValueError) as exc:
-            log.warning("rejected a broker message %s: %s", message_id, exc)
+        except Exception as exc:
+            # Reading touches nothing but the message: what fails once fails on every
+            # redelivery (a bad signature, an absurd header, JSON nested too deep), so requeued
+            # it would come back forever.
+            log.warning("rejected a broker message %s: %s: %s", message_id, type(exc).__name__, exc)
             return Outcome.REJECT
         if not self._prepared:
             await self.inbox.prepare()

@@ -58,8 +58,8 @@ def verify_delivery(
     signed = verify_signature(secret, webhook_headers(headers), raw_body, tolerance=tolerance)
     try:
         event = json.loads(raw_body)
-    except ValueError:
-        raise InvalidSignature("the signed body is not JSON") from None
+    except (ValueError, RecursionError):
+        raise InvalidSignature("the signed body is not JSON (or is nested too deep)") from None
     if not isinstance(event, dict):
         raise InvalidSignature("the signed body is not a JSON object")
     return Delivery(signed.id, signed.timestamp, event)
