@@ -199,14 +199,33 @@ def signer(text: str) -> Signer:
 
 
 def verifier(text: str) -> Verifier:
-    """A receiver's key from its text: `whpk_…` (ed25519) or `whsec_…` (HMAC)."""
-    if text.strip().startswith(PUBLIC_KEY_PREFIX):
+    """A receiver's key from its text: `whpk_…` (ed25519) or `whsec_…` (HMAC).
+
+    The prefix is required, though Standard Webhooks libraries read a bare base64 string as an
+    HMAC secret: that string could be an ed25519 public key, and an HMAC key anyone may know lets
+    anyone forge `v1` signatures.
+    """
+    text = text.strip()
+    if text.startswith(PUBLIC_KEY_PREFIX):
         return PublicKey.parse(text)
-    if text.strip().startswith(SIGNING_KEY_PREFIX):
+    if text.startswith(SECRET_PREFIX):
+        return Secret.parse(text)
+    if text.startswith(SIGNING_KEY_PREFIX):
         raise ValueError(
             "a `whsk_` signing key is the sender's private key: verify with its `whpk_` public key"
         )
-    return Secret.parse(text)
+    raise ValueError(
+        "add the key's prefix: `whsec_` for a secret, `whpk_` for an ed25519 public key"
+    )
+
+
+def verifiers(secret: Verifier | str | Iterable[Verifier | str]) -> list[Verifier]:
+    """A receiver's keys from one key or several (while rotating), texts read by `verifier`;
+    `ValueError` for a text that is not a key, or for no key at all."""
+    given = [secret] if isinstance(secret, Secret | PublicKey | str) else list(secret)
+    if not given:
+        raise ValueError("no webhook secret given: pass a `whsec_` secret or a `whpk_` public key")
+    return [verifier(s) if isinstance(s, str) else s for s in given]
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,12 +320,10 @@ def verify(
 ) -> SignedHeaders:
     """Check a message's signature over the raw `body`; raise a `SignatureError` if it fails.
 
-    `secret` is a `whsec_` secret (`v1` signatures) or a `whpk_` public key (`v1a`), or several.
+    `secret` is a `whsec_` secret (`v1` signatures) or a `whpk_` public key (`v1a`), or several;
+    a text that is neither is a `ValueError` (see `verifier`).
     """
-    keys = [
-        verifier(s) if isinstance(s, str) else s
-        for s in ([secret] if isinstance(secret, Secret | PublicKey | str) else secret)
-    ]
+    keys = verifiers(secret)
     lowered = {k.lower(): v for k, v in message_headers.items()}
     msg_id = lowered.get(ID_HEADER, "")
     raw_ts = lowered.get(TIMESTAMP_HEADER, "").strip()

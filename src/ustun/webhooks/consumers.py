@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from ustun.http.signature import ID_HEADER, Secret
+from ustun.http.signature import ID_HEADER, Verifier, verifiers
 from ustun.webhooks.brokers.destinations import redact
 from ustun.webhooks.brokers.jetstream import MSG_ID_HEADER
 from ustun.webhooks.handlers import Handlers
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 CLOSE_WAIT = 5.0
 log = logging.getLogger("ustun.webhooks.consumers")
 
-Secrets = Secret | str | Iterable[Secret | str]
+Secrets = Verifier | str | Iterable[Verifier | str]
 DEFAULT_PREFETCH = 16
 FETCH_WAIT = 1.0
 # After a failed fetch, or before handing back a message the inbox could not take (database down).
@@ -77,7 +77,7 @@ class Intake:
     ) -> None:
         self.inbox = inbox
         self.handlers = handlers
-        self.secrets = None if secret is None else _secret_list(secret)
+        self.secrets = None if secret is None else verifiers(secret)
         self.tolerance = tolerance
         self._prepared = False
 
@@ -133,10 +133,6 @@ class Intake:
             return Outcome.ACK
         log.warning("event %s handed back; it comes again in %.1f s", event_id, self.retry_delay)
         return Outcome.RETRY
-
-
-def _secret_list(secret: Secrets) -> list[Secret | str]:
-    return [secret] if isinstance(secret, Secret | str) else list(secret)
 
 
 def _text_headers(headers: Mapping[str, Any]) -> dict[str, str]:

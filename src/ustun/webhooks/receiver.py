@@ -30,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
 from ustun.http.errors import RepeatedHeaders, SignatureError
 from ustun.http.problem import MEDIA_TYPE, encode, problem
-from ustun.http.signature import PublicKey, Secret, Verifier
+from ustun.http.signature import Verifier, verifiers
 from ustun.webhooks.handlers import DEFAULT_ATTEMPTS, DEFAULT_BACKOFF, Handler, Handlers
 from ustun.webhooks.inbox import Inbox
 from ustun.webhooks.verify import verify_delivery
@@ -43,6 +43,8 @@ MAX_BODY = 1024 * 1024
 class WebhookReceiver:
     """An ASGI app that receives Standard Webhooks and runs one handler per event type.
 
+    `secret` is the endpoint's `whsec_…` secret or `whpk_…` public key, or several (while
+    rotating); anything else is a `ValueError` here, not a refusal of every delivery later.
     `handlers` is a registry to share (with a `Reconciler`); without one the receiver makes its
     own, retrying each handler `attempts` times from `backoff` seconds.
     """
@@ -57,7 +59,7 @@ class WebhookReceiver:
         attempts: int = DEFAULT_ATTEMPTS,
         backoff: float = DEFAULT_BACKOFF,
     ) -> None:
-        self.secrets = [secret] if isinstance(secret, Secret | PublicKey | str) else list(secret)
+        self.secrets = verifiers(secret)
         self.inbox = inbox
         self.tolerance = tolerance
         self.handlers = handlers or Handlers(attempts=attempts, backoff=backoff)

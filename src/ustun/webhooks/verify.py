@@ -74,9 +74,9 @@ def verify(
     """The event in `raw_body` once its Standard Webhooks signature checks out.
 
     `secret` is the endpoint's `whsec_…` secret or, for an ed25519 endpoint, its `whpk_…` public
-    key (or several, while rotating). Pass the body exactly as received (bytes, before any JSON
-    parsing), and the headers as the framework gives them (multi-valued if it can). Raises
-    `MissingHeaders`, `RepeatedHeaders`, `TimestampOutOfRange` or `InvalidSignature` (all
-    `SignatureError`).
+    key (or several, while rotating); the prefix is required (`ValueError` without it). Pass the
+    body exactly as received (bytes, before any JSON parsing), and the headers as the framework
+    gives them (multi-valued if it can). Raises `MissingHeaders`, `RepeatedHeaders`,
+    `TimestampOutOfRange` or `InvalidSignature` (all `SignatureError`).
     """
     return verify_delivery(secret, headers, raw_body, tolerance).event
