@@ -1,7 +1,7 @@
 """RFC 9110 §5.6.7 HTTP-date: the preferred format and both obsolete ones."""
 
 import email.utils
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
@@ -132,11 +132,14 @@ def test_an_html_local_date_time_is_read_as_utc_when_allowed() -> None:
         parse_rfc3339("0001-01-01T00:00:00+00:01", local_as_utc=True)
 
 
-@given(st.datetimes(timezones=st.timezones()))
+OFFSETS = st.integers(-(24 * 60 - 1), 24 * 60 - 1).map(lambda m: timezone(timedelta(minutes=m)))
+
+
+@given(st.datetimes(timezones=OFFSETS))
 def test_any_isoformat_moment_reads_back_or_is_refused(moment: datetime) -> None:
     text = moment.isoformat()
     try:
         parsed = parse_rfc3339(text)
     except ValueError:
-        return  # out of range in UTC, or an offset with seconds: never another error
+        return  # out of range in UTC: never another error
     assert parsed == moment
