@@ -29,7 +29,8 @@ Ordering = Literal["unordered", "fifo"]
 UNORDERED: Ordering = "unordered"
 ROTATION_OVERLAP = timedelta(hours=24)
 # `rate_limit` bounds, in sends/s: the dispatcher paces sends `1 / rate_limit` s apart, so a
-# tiny rate is a step of centuries that overflows its clock; one send per 100 s is the slowest.
+# tiny rate is a step of centuries that overflows its clock; one send per 100 s is the slowest
+# (migration 0014 raised the smaller ones stored before).
 MIN_RATE_LIMIT = 0.01
 MAX_RATE_LIMIT = 10_000.0
 

@@ -28,10 +28,6 @@ DUE_PREDICATE = "next_attempt_at IS NOT NULL"
 LEASED_PREDICATE = "lease_token IS NOT NULL"
 # `webhook_endpoints.ordering` of an endpoint that takes one delivery at a time, in commit order.
 FIFO = "fifo"
-# The least `rate_limit` (sends/s) an endpoint may have, one send per 100 s: the claim spaces
-# sends `1 / rate_limit` apart, which for a value near zero overflowed it (migration 0014 raised
-# smaller ones stored before).
-MIN_RATE_LIMIT = 0.01
 
 endpoints = Table(
     "webhook_endpoints",
