@@ -51,7 +51,9 @@ async def test_a_v1_signature_made_with_the_public_key_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    "given", [base64.b64encode(SigningKey.generate().public_key.key).decode(), "hello"]
+    "given",
+    [base64.b64encode(SigningKey.generate().public_key.key).decode(), "hello"],
+    ids=["bare-public-key", "not-a-key"],  # the same ids in every xdist worker
 )
 def test_listen_refuses_a_key_without_its_prefix_in_one_line(
     monkeypatch: pytest.MonkeyPatch, given: str
