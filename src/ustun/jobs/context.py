@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, TypeVarTuple
 
 from ustun.http.errors import JobCancelled, LeaseLost
+from ustun.jobs.offload import Offload
 from ustun.jobs.records import Job
 from ustun.jobs.store import JobStore
 from ustun.store import Database
 
+R = TypeVar("R")
+Ts = TypeVarTuple("Ts")
+
 
 class JobContext:
-    """Handed to a job's handler; `progress()` and `checkpoint()` are where it may be stopped."""
+    """Handed to a job's handler; `progress()` and `checkpoint()` are where it may be stopped,
+    `offload()` runs its CPU-heavy steps in the runner's worker process."""
 
-    def __init__(self, job: Job, db: Database, store: JobStore) -> None:
+    def __init__(self, job: Job, db: Database, store: JobStore, offload: Offload) -> None:
         self.job = job
         self.db = db
         self._store = store
+        self._offload = offload
         self.cancel_requested = job.cancel_requested
         self.lost = False
         self._progress = job.progress
@@ -51,3 +58,13 @@ class JobContext:
             self._progress = percent
             self.cancel_requested = await self._store.set_progress(self.job, percent)
         self.checkpoint()
+
+    async def offload(self, fn: Callable[[*Ts], R], *args: *Ts) -> R:
+        """`fn(*args)` in the runner's worker process (a module-level function; it and its
+        arguments are pickled): CPU work that would otherwise hold the event loop, and with
+        it every request and heartbeat of this process. If the run is stopped meanwhile (its
+        lease lost, the worker shutting down), the process computing it is killed."""
+        self.checkpoint()
+        result = await self._offload.run(fn, *args)
+        self.checkpoint()
+        return result

@@ -6,6 +6,10 @@ the leases of running jobs by heartbeat, and returns expired leases of dead work
 queue. While claims find jobs it claims again after a short gather; once one comes back
 empty it sleeps until woken (NOTIFY, an in-process enqueue, a slot freeing) or the poll
 interval passes.
+
+A run whose lease ends before a heartbeat renewed it (the database did not answer in time)
+is abandoned then, as another worker may run the job now. CPU-heavy steps go to the
+runner's worker processes (`JobContext.offload`), so they never hold up its heartbeats.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from ustun.http.problem import problem
 from ustun.jobs import states, wakeup
 from ustun.jobs.adapters import store_for
 from ustun.jobs.context import JobContext
+from ustun.jobs.offload import Offload
 from ustun.jobs.records import Job
 from ustun.jobs.registry import JobKind, Registry, registry
 from ustun.jobs.store import JobListener, Outcome
@@ -48,10 +53,13 @@ class _Running:
     ctx: JobContext
     task: asyncio.Task[None] | None = None
     settling: bool = field(default=False)
+    # Abandons the run when its lease ends; re-armed by each renewal.
+    expiry: asyncio.TimerHandle | None = None
 
 
 class Runner:
-    """Runs jobs of the kinds in `kinds` with at most `concurrency` at once."""
+    """Runs jobs of the kinds in `kinds` with at most `concurrency` at once, their offloaded
+    steps in `processes` worker processes."""
 
     def __init__(
         self,
@@ -62,6 +70,7 @@ class Runner:
         lease_seconds: float = DEFAULT_JOB_LEASE,
         poll_interval: float = DEFAULT_JOB_POLL_INTERVAL,
         retry_base: float = DEFAULT_JOB_RETRY_BASE,
+        processes: int = 1,
     ) -> None:
         self.db = db
         self.store = store_for(db)
@@ -71,6 +80,7 @@ class Runner:
         self.poll_interval = poll_interval
         self.retry_base = retry_base
         self.worker_id = ids.new_id("wrk")
+        self.offload = Offload(processes)
         self._running: dict[str, _Running] = {}
         self._wake = asyncio.Event()
         self._outcomes: list[tuple[Job, Outcome, asyncio.Future[Job | None]]] = []
@@ -94,6 +104,7 @@ class Runner:
         finally:
             wakeup.doorbell.unsubscribe(self._wake)
             await self._drain()
+            self.offload.close()
             for helper in helpers:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
@@ -118,6 +129,7 @@ class Runner:
                 if await _stopped_within(stopping, gather_until - time.monotonic()):
                     break
                 free = self._free_slots()
+                lease_ends = asyncio.get_running_loop().time() + self.lease
                 claimed = await self.store.claim(
                     worker_id=self.worker_id,
                     kinds=self.kinds.names(),
@@ -125,7 +137,7 @@ class Runner:
                     lease=self.lease,
                 )
                 for job in claimed:
-                    self._start(job)
+                    self._start(job, lease_ends)
                 if claimed and self._listener is not None:
                     # Jobs keep coming: the next claim follows a timer or a freed slot, no NOTIFY.
                     await self._listener.busy()
@@ -148,15 +160,34 @@ class Runner:
         running = len(self._running) - settling
         return min(self.concurrency - running, 2 * self.concurrency - len(self._running))
 
-    def _start(self, job: Job) -> None:
+    def _start(self, job: Job, lease_ends: float) -> None:
         stale = self._running.get(job.id)
         if stale is not None and stale.task is not None:
             # Re-claimed here while an earlier run still goes on: that run lost its lease.
             stale.ctx.lost = True
             stale.task.cancel()
-        running = _Running(JobContext(job, self.db, self.store))
+        running = _Running(JobContext(job, self.db, self.store, self.offload))
         self._running[job.id] = running
         running.task = asyncio.create_task(self._execute(running), name=f"job {job.id}")
+        self._hold_until(running, lease_ends)
+
+    def _hold_until(self, running: _Running, lease_ends: float) -> None:
+        """Abandon the run at `lease_ends` (event loop time) unless a renewal comes first."""
+        if running.expiry is not None:
+            running.expiry.cancel()
+        loop = asyncio.get_running_loop()
+        running.expiry = loop.call_at(lease_ends, self._expired, running)
+
+    def _expired(self, running: _Running) -> None:
+        """The run's lease ended unrenewed: another worker may run the job now, so stop it."""
+        if running.settling or running.task is None:
+            return
+        log.warning(
+            "job %s: its lease ended before a heartbeat could renew it; run abandoned",
+            running.ctx.job.id,
+        )
+        running.ctx.lost = True
+        running.task.cancel()
 
     async def _execute(self, running: _Running) -> None:
         ctx = running.ctx
@@ -180,6 +211,8 @@ class Runner:
         except Exception:
             log.exception("job %s: could not record its outcome; its lease will expire", job.id)
         finally:
+            if running.expiry is not None:
+                running.expiry.cancel()
             # The same job may already run here again (re-claimed after this run lost it).
             if self._running.get(job.id) is running:
                 del self._running[job.id]
@@ -244,6 +277,7 @@ class Runner:
         held = {job_id: r for job_id, r in self._running.items() if not r.settling}
         if not held:
             return
+        lease_ends = asyncio.get_running_loop().time() + self.lease
         try:
             alive = await self.store.renew(
                 worker_id=self.worker_id, job_ids=list(held), lease=self.lease
@@ -252,13 +286,15 @@ class Runner:
             log.exception("could not renew job leases; retrying at the next heartbeat")
             return
         for job_id, running in held.items():
-            if running.settling:
-                continue
+            if running.settling or self._running.get(job_id) is not running:
+                continue  # it settles, or its run ended while the renewal waited
             if job_id not in alive:
                 running.ctx.lost = True
                 if running.task is not None:
                     running.task.cancel()
-            elif alive[job_id]:
+                continue
+            self._hold_until(running, lease_ends)
+            if alive[job_id]:
                 running.ctx.cancel_requested = True
 
     async def _drain(self) -> None:
