@@ -89,9 +89,7 @@ async def test_failed_bearer_checks_from_one_address_get_429(
         assert refused.json()["type"] == "http://testserver/problems/rate-limited"
         assert refused.json()["title"] == "Too many requests"
         assert 1 <= int(refused.headers["retry-after"]) <= 60
-        # A key this process has not verified lately would be a guess too: refused as well.
-        assert (await guesser.get("/v1/payments", headers=fresh)).status_code == 429
-        # A key it accepted a moment ago is not a guess, and it costs the database nothing.
+        # Only failures are throttled, never a valid key: tests/service/test_auth_limiter.py.
         assert (await guesser.get("/v1/payments", headers=good)).status_code == 200
         # Other addresses are not affected.
         assert (await bystander.get("/v1/payments", headers=fresh)).status_code == 200

@@ -13,16 +13,16 @@ class Clock:
         return self.now
 
 
-def test_an_address_is_blocked_after_the_limit_until_its_window_ends() -> None:
+def test_past_the_limit_failures_get_429_until_the_window_ends() -> None:
     clock = Clock()
     limiter = FailureLimiter(3, 60, clock=clock)
     for _ in range(2):
-        limiter.failed("192.0.2.1")
+        assert limiter.failed("192.0.2.1") is None
     assert limiter.retry_after("192.0.2.1") is None
     clock.now += 10
-    limiter.failed("192.0.2.1")
+    assert limiter.failed("192.0.2.1") is None  # the third failure itself is still a 401
     assert limiter.retry_after("192.0.2.1") == 50
-    refusal = limiter.refusal("192.0.2.1")
+    refusal = limiter.failed("192.0.2.1")
     assert refusal is not None
     assert refusal.slug == "rate-limited"
     assert refusal.headers == {"retry-after": "50"}
@@ -30,13 +30,12 @@ def test_an_address_is_blocked_after_the_limit_until_its_window_ends() -> None:
 
     clock.now += 49.5
     assert limiter.retry_after("192.0.2.1") == 0.5
-    late = limiter.refusal("192.0.2.1")
+    late = limiter.failed("192.0.2.1")
     assert late is not None
     assert late.headers == {"retry-after": "1"}  # rounded up: never back too early
     clock.now += 0.5
     assert limiter.retry_after("192.0.2.1") is None
-    assert limiter.refusal("192.0.2.1") is None
-    limiter.failed("192.0.2.1")  # a new window, counting from one
+    assert limiter.failed("192.0.2.1") is None  # a new window, counting from one
     assert limiter.retry_after("192.0.2.1") is None
 
 

@@ -202,12 +202,11 @@ async def test_failed_logins_from_one_address_get_429(
                 "/dashboard/login", data={"api_key": "ustun_sk_guess", "csrf_token": csrf}
             )
             assert wrong.status_code == 200
-        for key in ("ustun_sk_guess", api_key):
-            refused = await guesser.post(
-                "/dashboard/login", data={"api_key": key, "csrf_token": csrf}
-            )
-            assert refused.status_code == 429
-            assert refused.json()["type"].endswith("/problems/rate-limited")
-            assert int(refused.headers["retry-after"]) >= 1
+        refused = await guesser.post(
+            "/dashboard/login", data={"api_key": "ustun_sk_guess", "csrf_token": csrf}
+        )
+        assert refused.status_code == 429
+        assert refused.json()["type"].endswith("/problems/rate-limited")
+        assert int(refused.headers["retry-after"]) >= 1
         # The proxy's other client is counted on its own (X-Forwarded-For from a trusted proxy).
         await log_in(neighbour, api_key)

@@ -33,20 +33,19 @@ async def login_form(request: Request) -> Response:
 async def login(request: Request, api_key: Annotated[str, Form(max_length=200)] = "") -> Response:
     """Exchange an API key for a new server-side session (the key is not kept).
 
-    An address with too many failed logins (and bearer checks) waits: 429 `rate-limited`.
+    Past the limit of failed logins (and bearer checks) of an address, a wrong key gets 429
+    `rate-limited`; a valid one still logs in.
     """
     session = codec(request).read(request)
     await check_csrf(request, session)
     assert session is not None
     db = request.app.state.db
-    host = request.client.host if request.client else None
-    failures: FailureLimiter = request.app.state.auth_failures
-    refusal = failures.refusal(host)
-    if refusal is not None:
-        raise refusal
     credential = await authenticate(db, api_key.strip()) if api_key.strip() else None
     if credential is None:
-        failures.failed(host)
+        failures: FailureLimiter = request.app.state.auth_failures
+        refusal = failures.failed(request.client.host if request.client else None)
+        if refusal is not None:
+            raise refusal
         return page(
             request, "login.html", None, csrf=session.csrf, error="That API key is not valid."
         )

@@ -1,10 +1,13 @@
-"""Failed authentications per client address: past a limit, the address waits (429).
+"""Failed authentications per client address: past a limit, its failures are answered 429.
 
 Counted in this process's memory (each `ustun serve` process counts on its own), in fixed
 windows: an address's first failure opens a window of `window` seconds, and once `limit`
-failures fall in it, the address is refused until the window ends. At most `max_tracked`
-addresses are kept; past that the oldest window is dropped first. An IPv6 client counts by
-its /64, the block one host usually holds.
+failures fall in it, every further failure of the address gets 429 `rate-limited` (instead of
+401) until the window ends. Only failures are throttled, never credentials: a valid key is
+accepted from any address, however many failures it has (many clients may share one address
+behind a NAT). The 429 tells a client nothing the 401 would not have: either way its key is
+not valid. At most `max_tracked` addresses are kept; past that the oldest window is dropped
+first. An IPv6 client counts by its /64, the block one host usually holds.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def client_bucket(host: str | None) -> str:
 
 
 class FailureLimiter:
-    """Counts failed authentications per client; `retry_after` says how long one must wait."""
+    """Counts failed authentications per client; `failed` says when one is past the limit."""
 
     def __init__(
         self,
@@ -51,16 +54,18 @@ class FailureLimiter:
         self._windows: dict[str, list[float]] = {}
 
     def retry_after(self, host: str | None) -> float | None:
-        """Seconds until `host` may try again, or None when it is not blocked."""
+        """Seconds until `host`'s failures are answered 401 again, or None when they are now."""
         entry = self._windows.get(client_bucket(host))
         if entry is None or entry[1] < self.limit:
             return None
         left = entry[0] + self.window - self._clock()
         return left if left > 0 else None
 
-    def refusal(self, host: str | None) -> ProblemError | None:
-        """The 429 `rate-limited` problem (with `Retry-After`) for a blocked `host`, else None."""
+    def failed(self, host: str | None) -> ProblemError | None:
+        """Count one failed authentication of `host`. Past the limit, the 429 `rate-limited`
+        problem (with `Retry-After`) to answer it with; else None (answer 401)."""
         wait = self.retry_after(host)
+        self._count(host)
         if wait is None:
             return None
         seconds = format_retry_after(wait)
@@ -70,8 +75,7 @@ class FailureLimiter:
             headers={"retry-after": seconds},
         )
 
-    def failed(self, host: str | None) -> None:
-        """Count one failed authentication of `host`."""
+    def _count(self, host: str | None) -> None:
         bucket, now = client_bucket(host), self._clock()
         entry = self._windows.get(bucket)
         if entry is not None and now - entry[0] < self.window:

@@ -122,8 +122,9 @@ class AuthMiddleware:
     """Require `Authorization: Bearer <key>` under `prefix`; put the `Account` in scope state.
 
     Accepted keys are cached (`KeyCache`), so a hot API does not read the key table per
-    request. A key the cache does not know costs a database read, so an address with too many
-    failed checks gets 429 for those until its window ends; cached keys never pay for that.
+    request. The failure limiter throttles failures, never credentials: a valid key always
+    passes, even from an address past its limit of failed checks (one office behind one NAT
+    address is many clients); only a key that fails is answered 429 instead of 401 there.
     """
 
     def __init__(
@@ -154,19 +155,17 @@ class AuthMiddleware:
             digest = hash_key(key)
             credential = self.cache.get(digest)
             if credential is None:
-                request = Request(scope)
-                host = request.client.host if request.client else None
-                refusal = self.failures.refusal(host)
-                if refusal is not None:
-                    response = problem_response(
-                        request, refusal.slug, refusal.detail, headers=refusal.headers
-                    )
-                    await response(scope, receive, send)
-                    return
                 ticket = self.cache.ticket()
                 credential = await authenticate(self.db, key)
                 if credential is None:
-                    self.failures.failed(host)
+                    request = Request(scope)
+                    refusal = self.failures.failed(request.client.host if request.client else None)
+                    if refusal is not None:
+                        response = problem_response(
+                            request, refusal.slug, refusal.detail, headers=refusal.headers
+                        )
+                        await response(scope, receive, send)
+                        return
                 else:
                     self.cache.put(digest, credential, ticket)
         if credential is None:
