@@ -15,6 +15,7 @@ The response is buffered (any number of body chunks) and sent only once the reco
 A body marked `Cache-Control: no-store` is stored sealed by the app's `Sealer` (see `sealing`).
 With a `fingerprint_key` the stored request fingerprints are keyed hashes (HMAC-SHA256), so a
 secret inside a body cannot be confirmed from the store by anyone without the key.
+The `type` of its problems is `<problem_base>/problems/<slug>`: relative by default.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 from typing import Any, TypeGuard
 
-from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ustun import clock, instrumentation
@@ -164,6 +164,8 @@ class IdempotencyMiddleware:
     whatever the request.
     The store is prepared (its table checked or created) once: at the app's lifespan startup,
     which fails with the one-line `UstunError` on a missing table, or else on the first request.
+    `problem_base` (an absolute URL, say the app's public one) prefixes the `type` of the
+    problems it answers; by default it is the relative `/problems/<slug>`.
     """
 
     def __init__(
@@ -185,6 +187,7 @@ class IdempotencyMiddleware:
         sealer: Sealer | None = None,
         fingerprint_key: bytes | None = None,
         previous_fingerprint_key: bytes | None = None,
+        problem_base: str = "",
     ) -> None:
         if transactional and not isinstance(store, SqlRecordStore):
             raise TypeError("transactional mode needs a SqlRecordStore on the app's Database")
@@ -314,6 +317,20 @@ class IdempotencyMiddleware:
         else:
             await self.store.release(req.scope, req.key, claim.lease_token)
         _count("executed")
+        await capture.forward(send)
+
+    async def _unkeyed(
+        self, sql: SqlRecordStore, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """A request without a key: held as a keyed one is, with nothing to record."""
+        capture = _Capture(self.max_body)
+        try:
+            async with sql.db.hold():
+                await self.app(scope, receive, capture.send)
+                if capture.status >= 400:
+                    raise _Discard
+        except _Discard:
+            pass
         await capture.forward(send)
 
     async def _transactional(

@@ -133,6 +133,8 @@ def create_app(
         # Stored fingerprints are keyed: a secret in a body cannot be confirmed from the table.
         fingerprint_key=fingerprint_key,
         previous_fingerprint_key=previous_fingerprint_key,
+        # Its problems' `type`: <USTUN_PUBLIC_URL>/problems/<slug>, served by this app.
+        problem_base=settings.public_base_url,
     )
     app.add_middleware(MethodsMiddleware, routes=app.routes)
     # Added last, so it runs first: every response, even a 401, carries the request id.

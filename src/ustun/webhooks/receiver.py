@@ -28,9 +28,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
-from ustun.http.errors import RepeatedHeaders, SignatureError
-from ustun.http.problem import MEDIA_TYPE, encode, problem
+from ustun.http.errors import SignatureError
 from ustun.http.signature import Verifier, verifiers
+from ustun.problems import problem_of, problem_response
 from ustun.webhooks.handlers import DEFAULT_ATTEMPTS, DEFAULT_BACKOFF, Handler, Handlers
 from ustun.webhooks.inbox import Inbox
 from ustun.webhooks.verify import verify_delivery
@@ -46,7 +46,8 @@ class WebhookReceiver:
     `secret` is the endpoint's `whsec_…` secret or `whpk_…` public key, or several (while
     rotating); anything else is a `ValueError` here, not a refusal of every delivery later.
     `handlers` is a registry to share (with a `Reconciler`); without one the receiver makes its
-    own, retrying each handler `attempts` times from `backoff` seconds.
+    own, retrying each handler `attempts` times from `backoff` seconds. `problem_base` prefixes
+    the `type` of its problems (`<problem_base>/problems/<slug>`; relative by default).
     """
 
     def __init__(
@@ -58,11 +59,13 @@ class WebhookReceiver:
         tolerance: float = DEFAULT_SIGNATURE_TOLERANCE,
         attempts: int = DEFAULT_ATTEMPTS,
         backoff: float = DEFAULT_BACKOFF,
+        problem_base: str = "",
     ) -> None:
         self.secrets = verifiers(secret)
         self.inbox = inbox
         self.tolerance = tolerance
         self.handlers = handlers or Handlers(attempts=attempts, backoff=backoff)
+        self.problem_base = problem_base
         self._running: set[asyncio.Task[bool]] = set()
         self._prepared = False
 
@@ -82,19 +85,18 @@ class WebhookReceiver:
         body = await _body(request, MAX_BODY)
         if body is None:
             # Closing the connection stops a client that is still sending (RFC 9110 §15.5.14).
-            return _problem(
+            return problem_response(
                 "payload-too-large",
                 f"Webhook bodies are limited to {MAX_BODY} bytes.",
+                base=self.problem_base,
                 headers={"connection": "close"},
             )
         try:
             delivery = verify_delivery(self.secrets, request.headers, body, self.tolerance)
         except SignatureError as exc:
             log.warning("refused a webhook: %s", exc)
-            repeated = isinstance(exc, RepeatedHeaders)
-            return _problem(
-                "webhook-header-repeated" if repeated else "webhook-signature-invalid", str(exc)
-            )
+            refused = problem_of(exc)
+            return problem_response(refused.slug, refused.detail, base=self.problem_base)
         webhook_id, event = delivery.id, delivery.event
         event_type = str(event.get("type", ""))
         if not self._prepared:
@@ -126,10 +128,3 @@ async def _body(request: Request, limit: int) -> bytes | None:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _problem(slug: str, detail: str, headers: dict[str, str] | None = None) -> Response:
-    body = problem(slug, detail)
-    return Response(
-        encode(body), status_code=body["status"], media_type=MEDIA_TYPE, headers=headers
-    )
