@@ -6,7 +6,8 @@ Two modes:
   same transaction just before COMMIT: fenced by the lease token of a claim committed first, or
   settled by an upsert that only takes a free key (on PostgreSQL held meanwhile by an advisory
   lock taken as the transaction's first statement). The effect and the stored response commit
-  together or not at all.
+  together or not at all. A request without a key (on an `optional` route) is held the same
+  way: its writes commit with a 2xx/3xx answer and roll back on a 4xx, a 5xx or an exception.
 - **plain** (any store, e.g. Redis): the handler commits on its own; the response is stored
   afterwards. A crash between the two can re-execute on retry: use transactional mode when the
   business data is in the same database.
@@ -220,6 +221,7 @@ class IdempotencyMiddleware:
         self._fingerprint_keys = tuple(
             k for k in (fingerprint_key, previous_fingerprint_key) if k is not None
         )
+        self.problem_base = problem_base
         self._prepared = False
 
     async def _prepare(self) -> None:
@@ -269,7 +271,10 @@ class IdempotencyMiddleware:
                     f"{scope['method']} {scope['path']} requires an Idempotency-Key header.",
                 )
                 return
-            await self.app(scope, receive, send)
+            if self.sql is not None:
+                await self._unkeyed(self.sql, scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
             return
         if not self._prepared:
             await self._prepare()
@@ -551,7 +556,7 @@ class IdempotencyMiddleware:
         document = problem(
             slug,
             detail,
-            base=str(Request(scope).base_url),
+            base=self.problem_base,
             instance=f"urn:ustun:request:{request_id}" if request_id else None,
             **extensions,
         )
