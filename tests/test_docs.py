@@ -1,5 +1,6 @@
 """docs/ against the code: every problem slug, setting, CLI command and option, and /v1 route
-is documented, the problem catalogue word for word, and every link between the pages resolves.
+is documented, the problem catalogue word for word, every link between the pages resolves, and
+every ```python block runs as a complete program (conventions: tests/doc_programs.py).
 
 `USTUN_UPDATE_DOCS=1` rewrites the generated catalogue in docs/problems.md.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ import typer
 from fastapi.routing import iter_route_contexts
 from typer.core import TyperGroup
 
+from doc_programs import SERVE, Block, blocks, run_program
+from support import FIRST_KEY, Served, Server, wait_for
 from ustun.cli import app as cli_app
 from ustun.http.problem import CATALOGUE
 from ustun.service import create_app
@@ -150,3 +154,34 @@ def test_the_readme_points_into_the_repository() -> None:
     for page in PAGES:
         if page.name != "README.md":
             assert f"({page.name})" in index, page.name
+
+
+PROGRAMS = [b for page in PAGES for b in blocks(page) if b.lang == "python"]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A fresh `ustun serve` on SQLite, as the blocks marked `<!-- run: serve -->` expect."""
+    tmp = tmp_path_factory.mktemp("docs-serve")
+    server = Server(
+        f"sqlite:///{tmp / 'ustun.db'}", tmp / "serve.log", USTUN_WEBHOOK_ALLOW_PRIVATE="1"
+    ).start()
+    try:
+        key = wait_for(lambda: FIRST_KEY.search(server.output()), what="the first API key")
+        yield Served(server.base_url, key.group())
+    finally:
+        server.stop()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("block", PROGRAMS, ids=[f"{b.path.stem}-L{b.line}" for b in PROGRAMS])
+def test_every_python_block_runs(
+    block: Block, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    env = dict(os.environ)
+    if block.before == SERVE:
+        served: Served = request.getfixturevalue("served")
+        env |= {"USTUN_URL": served.base_url, "USTUN_KEY": served.key}
+    else:
+        assert "<!-- run:" not in block.before, f"{block.path.name} line {block.line}: {SERVE}?"
+    run_program(block, block.code, tmp_path, env)
