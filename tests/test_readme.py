@@ -5,8 +5,9 @@ command by command in bash, with `$KEY` set as the README says: each curl's stat
 against the comment that starts with one (`# 201 …`), and against the body a comment that is
 exact JSON. A `ustun …` synopsis line (with `[…]` or `<…>`) is checked against its `--help`.
 A placeholder id (`pay_…`) or ETag (`"1.…"`) stands for the one an earlier answer showed.
-```python blocks run as scripts; a block that defines `app` is served by uvicorn and exercised
-with the requests below. Blocks run in README order and share one directory.
+```python blocks run as complete programs (tests/doc_programs.py: a `print(…)  # → text` line
+must print `text`); a block that defines `app` is served by uvicorn and exercised with the
+requests below. Blocks run in README order and share one directory.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from doc_programs import Block as Program
+from doc_programs import run_program
 from support import FIRST_KEY, USTUN, Server, free_port, wait_for
 from ustun import cli
 
@@ -228,7 +231,31 @@ def exercise_orders(reader: Reader, app_url: str, workdir: Path) -> None:
     assert again.headers["idempotent-replayed"] == "true"
     missing = httpx.post(f"{app_url}/orders", json={"item": "book", "quantity": 2})
     assert missing.status_code == 400
-    assert missing.json()["type"].endswith("/problems/idempotency-key-missing")
+    assert missing.json()["type"] == "/problems/idempotency-key-missing"
+    assert httpx.get(f"{app_url}{missing.json()['type']}").status_code == 200
+
+
+def exercise_notes(reader: Reader, app_url: str, workdir: Path) -> None:
+    """`install_problem_handlers`: 428 and 412 as problem+json, each `type` a page of the app."""
+    url = f"{app_url}/notes/n1"
+    missing = httpx.put(url, json={"text": "v1"})
+    assert missing.status_code == 428, missing.text
+    assert missing.headers["content-type"] == "application/problem+json"
+    assert missing.json()["type"] == "/problems/precondition-required"
+    created = httpx.put(url, json={"text": "v1"}, headers={"if-none-match": "*"})
+    assert (created.status_code, created.headers["etag"]) == (200, '"1"')
+    taken = httpx.put(url, json={"text": "v1"}, headers={"if-none-match": "*"})
+    assert taken.status_code == 412
+    changed = httpx.put(url, json={"text": "v2"}, headers={"if-match": '"1"'})
+    assert (changed.json(), changed.headers["etag"]) == ({"text": "v2"}, '"2"')
+    stale = httpx.put(url, json={"text": "v3"}, headers={"if-match": '"1"'})
+    assert stale.status_code == 412
+    assert stale.json()["type"] == "/problems/precondition-failed"
+    gone = httpx.put(f"{app_url}/notes/n2", json={"text": "x"}, headers={"if-match": '"1"'})
+    assert gone.json()["type"] == "/problems/not-found"
+    page = httpx.get(f"{app_url}{stale.json()['type']}")
+    assert page.status_code == 200
+    assert "Precondition failed" in page.text
 
 
 def api(reader: Reader) -> httpx.Client:
@@ -280,6 +307,7 @@ class AppExercise:
 
 EXERCISES = {
     '@app.post("/orders"': AppExercise(no_env, exercise_orders),
+    '@app.put("/notes/{note_id}")': AppExercise(no_env, exercise_notes),
     'app.add_route("/webhooks"': AppExercise(subscribe_receiver, exercise_receiver),
 }
 
@@ -326,17 +354,9 @@ def test_readme_block_runs(reader: Reader, block: Block) -> None:
     elif re.search(r"(?m)^app = ", block.code):
         serve_app(reader, block)
     else:
-        script = reader.workdir / f"block_{block.line}.py"
-        script.write_text(block.code.replace(README_ADDRESS, reader.address))
-        done = subprocess.run(
-            [sys.executable, script.name],
-            cwd=reader.workdir,
-            env=reader.env,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-        )
-        assert done.returncode == 0, f"README line {block.line}:\n{done.stderr}"
+        program = Program(README, block.line, block.lang, block.code, "")
+        code = block.code.replace(README_ADDRESS, reader.address)
+        run_program(program, code, reader.workdir, reader.env)
 
 
 def test_skipped_lines_exist() -> None:
