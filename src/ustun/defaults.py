@@ -35,6 +35,10 @@ DEFAULT_MAX_BODY = 1_048_576
 # Per-account quotas: webhook endpoints an account may have, and test pings it may send a minute.
 DEFAULT_MAX_ENDPOINTS = 100
 DEFAULT_TEST_PINGS_PER_MINUTE = 10
+# Job event streams (`GET /v1/jobs/{id}/events`) one process keeps open for one account, and in
+# all: each holds a socket, so the total stays well under the usual open-file limit of 1,024.
+DEFAULT_MAX_STREAMS_PER_ACCOUNT = 20
+DEFAULT_MAX_STREAMS = 500
 # Failed dashboard logins and bearer checks one client address may make in one window.
 DEFAULT_AUTH_FAILURE_LIMIT = 20
 DEFAULT_AUTH_FAILURE_WINDOW = 60

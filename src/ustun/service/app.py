@@ -11,6 +11,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from ustun import __version__, instrumentation
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
 from ustun.jobs import Registry
+from ustun.jobs.watch import Watch
 from ustun.service import dashboard
 from ustun.service.operations import (
     api_keys,
@@ -77,6 +78,8 @@ def create_app(
         finally:
             if background is not None:
                 await background.stop()
+            await app.state.job_watch.stop()
+            await app.state.job_watch.reader.dispose()
             unhook()
             if db is None:
                 await database.dispose()
@@ -93,6 +96,12 @@ def create_app(
     app.state.settings = settings
     app.state.metrics = observed
     app.state.job_kinds = job_registry
+    # Job event streams read on a database of their own (one connection): never the request pool.
+    app.state.job_watch = Watch(
+        Database(database.url, pool_size=1),
+        max_streams=settings.max_streams,
+        max_per_account=settings.max_streams_per_account,
+    )
     app.state.between_transfer_moves = between_transfer_moves
     observed.queue_probes.append(queues.all_queues)
     observed.job_probes.append(queues.jobs_by_status)

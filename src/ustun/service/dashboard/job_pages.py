@@ -72,7 +72,7 @@ async def job_events(request: Request, who: LoggedIn, job_id: str) -> Response:
     """The job's SSE stream (status and progress), for the logged-in account's job only; the
     API's rules apply (400 for a bad `Last-Event-ID`, 204 once the final event was seen)."""
     return await job_routes.job_events(
-        job_id, request, who.account, request.app.state.db, request.headers.get("last-event-id")
+        job_id, request, who.account, request.headers.get("last-event-id")
     )
 
 

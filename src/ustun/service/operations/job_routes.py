@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from ustun import clock, jobs
 from ustun.clock import rfc3339, rfc3339_or_none
@@ -19,6 +19,7 @@ from ustun.http.errors import NotFoundError
 from ustun.http.last_event_id import parse_last_event_id
 from ustun.http.preconditions import Validators
 from ustun.jobs.tables import jobs as jobs_table
+from ustun.jobs.watch import Stream, Watch
 from ustun.service.plumbing.conditional import (
     Conditions,
     conditional_get,
@@ -33,7 +34,6 @@ from ustun.webhooks.outbox import emit
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 POLL_AFTER = 1
-SSE_POLL_INTERVAL = 0.25
 SSE_KEEPALIVE = 15.0
 SSE_RETRY_MS = 1000
 
@@ -179,12 +179,50 @@ def _sse(event: jobs.JobEvent, *, retry: bool = False) -> str:
     return f"{prefix}id: {event.version}\nevent: {event.type}\ndata: {json.dumps(data)}\n\n"
 
 
+class _EventStream(StreamingResponse):
+    """The response of an open stream: closes it however the response ends (the client
+    leaving cancels it mid-body; a HEAD never reads the body)."""
+
+    def __init__(self, watch: Watch, stream: Stream) -> None:
+        super().__init__(
+            _blocks(stream),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+        self._watch = watch
+        self._stream = stream
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._watch.close(self._stream)
+
+
+async def _blocks(stream: Stream) -> AsyncIterator[str]:
+    """The stream's event blocks, a comment when quiet for `SSE_KEEPALIVE`, to the final state."""
+    first = True
+    while True:
+        try:
+            async with asyncio.timeout(SSE_KEEPALIVE):
+                events = await stream.next()
+        except TimeoutError:
+            yield ": keep-alive\n\n"
+            continue
+        for event in events:
+            yield _sse(event, retry=first)
+            first = False
+            if event.status in jobs.FINAL:
+                return
+        if stream.ended:
+            return
+
+
 @router.get("/{job_id}/events", response_model=None)
 async def job_events(
     job_id: str,
     request: Request,
     account: CurrentAccount,
-    db: DB,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Server-sent events of the job's status and progress; resumes after `Last-Event-ID`.
@@ -193,37 +231,18 @@ async def job_events(
     ends after the final state. A client that has already seen the final event (its
     `Last-Event-ID` is at or past it) gets 204, which stops an `EventSource` from
     reconnecting (WHATWG HTML §9.2.3); an id past the job's current version counts as current.
+    Past the account's or the server's cap on open streams: 429, before any database work.
     """
-    job = await _owned(db, account, job_id)
-    after = min(parse_last_event_id(last_event_id), job.version)
-    if job.status in jobs.FINAL and after == job.version:
+    after = parse_last_event_id(last_event_id)
+    watch: Watch = request.app.state.job_watch
+    stream = watch.open(account.id, job_id, after)
+    try:
+        if not await stream.opened():
+            raise _not_found(job_id)
+    except BaseException:
+        watch.close(stream)
+        raise
+    if stream.exhausted:
+        watch.close(stream)
         return Response(status_code=204)
-
-    async def stream() -> AsyncIterator[str]:
-        last, quiet_since, first = after, time.monotonic(), True
-        while True:
-            job = await jobs.get(db, job_id, account_id=account.id)
-            if job is None:
-                return
-            events = await jobs.events_after(db, job, last)
-            for event in events:
-                yield _sse(event, retry=first)
-                last, first = event.version, False
-                if event.status in jobs.FINAL:
-                    return
-            if not events and job.status in jobs.FINAL:
-                return
-            if events:
-                quiet_since = time.monotonic()
-            elif time.monotonic() - quiet_since > SSE_KEEPALIVE:
-                quiet_since = time.monotonic()
-                yield ": keep-alive\n\n"
-            if await request.is_disconnected():
-                return
-            await asyncio.sleep(SSE_POLL_INTERVAL)
-
-    return StreamingResponse(
-        stream(),
-        media_type="text/event-stream",
-        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-    )
+    return _EventStream(watch, stream)

@@ -379,7 +379,7 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
         }
     ),
     ("GET", f"{JOB}/events"): Notes(
-        problems=("bad-request",),
+        problems=("bad-request", "quota-exceeded", "rate-limited"),
         replies={
             200: Reply(media=_SSE, description="Server-sent events of status and progress."),
             204: Reply(description="The job has finished: nothing more to stream."),
