@@ -30,11 +30,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, select, tuple_
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.webhooks.adapters import for_connection
-from ustun.webhooks.tables import events
 
 CURSOR_PREFIX = "evc_"
 # A cursor is the prefix, then either an event id (what pages hand out) or, in a cursor made
@@ -82,15 +81,10 @@ async def locate(conn: AsyncConnection, account_id: str, cursor: str) -> Positio
     named = _EVENT_CURSOR.fullmatch(cursor)
     if named is None:
         return Position.parse(cursor)
-    found = await conn.execute(
-        select(events.c.txid, events.c.seq).where(
-            events.c.id == named["event"], events.c.account_id == account_id
-        )
-    )
-    row = found.first()
-    if row is None:
+    found = await for_connection(conn).feed_position(conn, account_id, named["event"])
+    if found is None:
         raise ValueError("not an event cursor")
-    return Position(row.txid, row.seq, named["event"])
+    return Position(*found, named["event"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,16 +135,10 @@ async def _last_event(
     conn: AsyncConnection, account_id: str, after: Position, upto: Position
 ) -> Position | None:
     """Where the account's last event in `(after, upto]` is, of any type and time."""
-    position = tuple_(events.c.txid, events.c.seq)
-    found = await conn.execute(
-        select(events.c.id, events.c.txid, events.c.seq)
-        .where(
-            events.c.account_id == account_id,
-            position > tuple_(after.txid, after.seq),
-            position <= tuple_(upto.txid, upto.seq),
-        )
-        .order_by(events.c.txid.desc(), events.c.seq.desc())
-        .limit(1)
+    found = await for_connection(conn).feed_last(
+        conn, account_id, after=(after.txid, after.seq), upto=(upto.txid, upto.seq)
     )
-    row = found.first()
-    return None if row is None else Position(row.txid, row.seq, row.id)
+    if found is None:
+        return None
+    event_id, txid, seq = found
+    return Position(txid, seq, event_id)

@@ -238,6 +238,23 @@ class WebhookStore(Protocol):
         """The account's events in `(after, upto]`, in feed order, at most `limit`."""
         ...
 
+    async def feed_position(
+        self, conn: AsyncConnection, account_id: str, event_id: str
+    ) -> tuple[int, int] | None:
+        """The account's event's position in the feed, if the account has that event."""
+        ...
+
+    async def feed_last(
+        self,
+        conn: AsyncConnection,
+        account_id: str,
+        *,
+        after: tuple[int, int],
+        upto: tuple[int, int],
+    ) -> tuple[str, int, int] | None:
+        """The account's last event in `(after, upto]`, of any type and time: id and position."""
+        ...
+
     async def disable_endpoint(
         self, uow: UnitOfWork, endpoint_id: str, reason: str, now: datetime
     ) -> Row[Any] | None:

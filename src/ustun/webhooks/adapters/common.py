@@ -288,6 +288,41 @@ class SqlStore:
         query = select(events).where(*where).order_by(events.c.txid, events.c.seq).limit(limit)
         return (await conn.execute(query)).all()
 
+    async def feed_position(
+        self, conn: AsyncConnection, account_id: str, event_id: str
+    ) -> tuple[int, int] | None:
+        """The account's event's position in the feed, if the account has that event."""
+        found = await conn.execute(
+            select(events.c.txid, events.c.seq).where(
+                events.c.id == event_id, events.c.account_id == account_id
+            )
+        )
+        row = found.first()
+        return None if row is None else (row.txid, row.seq)
+
+    async def feed_last(
+        self,
+        conn: AsyncConnection,
+        account_id: str,
+        *,
+        after: tuple[int, int],
+        upto: tuple[int, int],
+    ) -> tuple[str, int, int] | None:
+        """The account's last event in `(after, upto]`, of any type and time: id and position."""
+        position = tuple_(events.c.txid, events.c.seq)
+        found = await conn.execute(
+            select(events.c.id, events.c.txid, events.c.seq)
+            .where(
+                events.c.account_id == account_id,
+                position > tuple_(*after),
+                position <= tuple_(*upto),
+            )
+            .order_by(events.c.txid.desc(), events.c.seq.desc())
+            .limit(1)
+        )
+        row = found.first()
+        return None if row is None else (row.id, row.txid, row.seq)
+
     async def event(self, conn: AsyncConnection, event_id: str) -> Row[Any]:
         """One event row (it exists)."""
         return (await conn.execute(select(events).where(events.c.id == event_id))).one()
