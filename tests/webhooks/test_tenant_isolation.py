@@ -227,17 +227,16 @@ async def test_a_send_that_raises_is_a_failed_attempt_and_frees_its_slot(
     """An unexpected error sending (injected here) is recorded as a failed attempt, and the
     endpoint's and the account's slots come back."""
     post = dispatcher_module.transport.post
-    calls = 0
+    fine = Receiver()
+    faults = [RuntimeError("injected fault")]
 
-    async def faulty(*args: Any, **kwargs: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            raise RuntimeError("injected fault")
-        return await post(*args, **kwargs)
+    async def faulty(http: Any, url: str, *args: Any, **kwargs: Any) -> Any:
+        # Only this test's receiver: the dispatcher also serves other tests' leftovers.
+        if url == fine.url() and faults:
+            raise faults.pop()
+        return await post(http, url, *args, **kwargs)
 
     monkeypatch.setattr(dispatcher_module.transport, "post", faulty)
-    fine = Receiver()
     await fine.start()
     account = await new_account(db, "faulty")
     try:
