@@ -9,8 +9,8 @@ from ustun import jobs
 from ustun.service.plumbing.accounts import account_for_key
 from ustun.store import Database
 
-# What only a response with content has.
-CONTENT = {"content-type", "content-length", "x-request-id"}
+# What only a response with content has, and what differs between any two responses.
+CONTENT = {"content-type", "content-length", "x-request-id", "date"}
 
 
 async def _resource(kind: str, client: httpx.AsyncClient, db: Database, api_key: str) -> str:

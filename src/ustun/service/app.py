@@ -36,7 +36,11 @@ from ustun.service.plumbing.middleware import (
     UrlGuardMiddleware,
 )
 from ustun.service.plumbing.observe import ObserveMiddleware
-from ustun.service.plumbing.response_headers import API_HEADERS, PrefixHeadersMiddleware
+from ustun.service.plumbing.response_headers import (
+    API_HEADERS,
+    DateMiddleware,
+    PrefixHeadersMiddleware,
+)
 from ustun.service.resources import documents, ledger_accounts, payments, reports, transfers
 from ustun.service.runtime.job_loops import job_kinds
 from ustun.service.runtime.secret_keys import fingerprint_keys
@@ -163,3 +167,4 @@ def create_app(
     if settings.proxies:
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.proxies)
     return app
+    app.add_middleware(DateMiddleware)  # outside every layer that writes or answers

@@ -13,6 +13,10 @@ its body. This subclass adds, per connection:
 
 A client over time is disconnected without an answer. Idle kept-alive connections are
 uvicorn's own `timeout_keep_alive`.
+
+The app's answers carry the app's own `Date` (`DateMiddleware`: read as each answer starts)
+instead of uvicorn's, which is refreshed once a second and so could be older than the
+`Last-Modified` of what the request had just written; uvicorn's own answers (400, 431) keep it.
 """
 
 from __future__ import annotations
@@ -100,6 +104,7 @@ class LimitedProtocol(HttpToolsProtocol):
         if self._timer is not None:
             self._disarm()
         super().on_headers_complete()
+        self.cycle.default_headers = self.config.encoded_headers  # all but uvicorn's Date
 
     def on_message_complete(self) -> None:
         self._in_head, self._in_body = True, False
