@@ -2,8 +2,8 @@
 of a real `ustun serve`, authenticated.
 
 Nothing may be reported but the business refusals the document lists for the operation: a stale
-or malformed `If-Match` (412), a write without a precondition (428), an id that is not there
-(404), a state or funds conflict (409), and on writes a 422 (an `Idempotency-Key` that another
+`If-Match` (412; a malformed one is 400), a write without a precondition (428), an id that is not
+there (404), a state or funds conflict (409), and on writes a 422 (an `Idempotency-Key` that another
 generated request already used, or a business rule no schema states, such as `from` ≠ `to`).
 """
 

@@ -107,10 +107,10 @@ async def test_writes_without_if_match_are_428(client: httpx.AsyncClient, method
     assert (await client.get(made.headers["location"])).json()["version"] == 1
 
 
-async def test_weak_or_malformed_if_match_is_412(client: httpx.AsyncClient) -> None:
+async def test_weak_or_unmatched_if_match_is_412(client: httpx.AsyncClient) -> None:
     made = await _create(client)
     url, tag = made.headers["location"], made.headers["etag"]
-    for value in (f"W/{tag}", tag.strip('"'), '"1"', "", '"999999999999.0000000000000000"'):
+    for value in (f"W/{tag}", '"1"', "", '"999999999999.0000000000000000"'):
         response = await client.put(url, json={"title": "x"}, headers={"if-match": value})
         _problem(response, 412, "precondition-failed")
 

@@ -44,9 +44,7 @@ def failed(pre: Preconditions, field: str) -> PreconditionFailedError:
             "GET it to see it, or send If-Match with its ETag to replace it.",
             header="If-None-Match",
         )
-    if field == IF_MATCH and pre.if_match is not None and pre.if_match.malformed:
-        why = 'If-Match is not `*` or a list of quoted entity-tags such as `"3"`.'
-    elif field == IF_MATCH:
+    if field == IF_MATCH:
         why = (
             "If-Match does not match the current ETag: the resource changed since you read it, "
             "or does not exist (If-Match uses strong comparison, so a W/ tag never matches)."

@@ -4,6 +4,7 @@ UstunError
 ├── ProblemError                   an RFC 9457 problem: raised by handlers, rendered as problem+json
 │   ├── PreconditionRequiredError  428: a write that must be conditional came without If-Match
 │   ├── PreconditionFailedError    412: If-Match / If-None-Match / If-Unmodified-Since was false
+│   ├── InvalidPrecondition        400: If-Match is not `*` or a list of entity-tags
 │   ├── NotFoundError              404: nothing at this URL for this account
 │   ├── StateConflictError         409: the version matched but a business rule refused the change
 │   │   └── IllegalTransition      409: a move the resource's transition table forbids
@@ -83,6 +84,14 @@ class PreconditionFailedError(ProblemError):
 
     def __init__(self, detail: str, *, header: str) -> None:
         super().__init__("precondition-failed", detail, header=header)
+
+
+class InvalidPrecondition(ProblemError):
+    """400: an `If-Match` that is not `*` or a list of entity-tags (RFC 9110 §13.1.1): nothing
+    can be matched against it, so the request is malformed (§15.5.1), not false (412)."""
+
+    def __init__(self, detail: str, *, header: str = "If-Match") -> None:
+        super().__init__("precondition-invalid", detail, header=header)
 
 
 class NotFoundError(ProblemError):

@@ -82,8 +82,9 @@ class EntityTagMatch:
     """A parsed `If-Match` / `If-None-Match` value: `*`, a list of tags, or malformed.
 
     A malformed value (or a list of more than `MAX_LIST_TAGS`) keeps `malformed=True` and no
-    tags, so it matches nothing: an `If-Match` nobody can read fails safe (412) instead of being
-    ignored and letting the write through.
+    tags, so it matches nothing: a malformed `If-None-Match` never answers 304, and a malformed
+    `If-Match` is refused as a bad request (`Preconditions`) instead of being ignored and
+    letting the write through.
     """
 
     any: bool = False

@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import Final
 
 from ustun.http.dates import parse_http_date
-from ustun.http.etag import EntityTag, EntityTagMatch
+from ustun.http.errors import InvalidPrecondition
+from ustun.http.etag import MAX_LIST_TAGS, EntityTag, EntityTagMatch
 
 IF_MATCH: Final = "if-match"
 IF_NONE_MATCH: Final = "if-none-match"
@@ -31,13 +32,24 @@ class Preconditions:
     """The precondition fields of one request, parsed; None where a field is absent.
 
     A date field that is not one valid HTTP-date is dropped here, since §13.1.3 and §13.1.4
-    say a recipient MUST ignore it.
+    say a recipient MUST ignore it. An If-Match that is not `*` or a list of entity-tags
+    (§13.1.1) raises `InvalidPrecondition` (400): nothing could ever match it, and a 412 would
+    send the client to re-read and retry with the same header. A malformed If-None-Match
+    matches nothing, which only ever makes the answer a full one.
     """
 
     if_match: EntityTagMatch | None = None
     if_none_match: EntityTagMatch | None = None
     if_modified_since: datetime | None = None
     if_unmodified_since: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.if_match is not None and self.if_match.malformed:
+            raise InvalidPrecondition(
+                f"If-Match must be `*` or a comma-separated list of at most {MAX_LIST_TAGS} "
+                'entity-tags in double quotes, such as `"3"`: send the ETag exactly as the '
+                "server sent it."
+            )
 
     @classmethod
     def from_headers(cls, headers: Iterable[tuple[str, str]]) -> Preconditions:

@@ -77,6 +77,14 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "precondition assumed). Re-read it, re-apply your change and send the new ETag.",
         ),
         ProblemType(
+            "precondition-invalid",
+            400,
+            "Invalid precondition",
+            "If-Match is not `*` or a comma-separated list of entity-tags in double quotes (such "
+            'as `"3"`; RFC 9110 §13.1.1), or lists more than 100 of them, so nothing can be '
+            "compared with it. Send the ETag exactly as the server sent it, quotes included.",
+        ),
+        ProblemType(
             "state-conflict",
             409,
             "State conflict",

@@ -83,7 +83,8 @@ _REQUEST_HEADERS: Mapping[str, dict[str, Any]] = {
         "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
     },
     "if-match": {
-        "description": "The ETag you last read (or `*`); the write happens only if it is current.",
+        "description": "The ETag you last read (or `*`); the write happens only if it is current. "
+        "A value outside this grammar is 400 `precondition-invalid`.",
         "schema": {"type": "string", "pattern": _TAG_LIST},
     },
     # `ustun.http.last_event_id`: a decimal below 2**63 (19 digits may exceed it); 400 otherwise.
@@ -519,6 +520,8 @@ def _problems_of(path: str, operation: dict[str, Any], notes: Notes) -> dict[int
     if notes.if_match or (notes.if_none_match and operation.get("requestBody")):
         add("precondition-failed")
     if notes.if_match == "required":
+    if notes.if_match:
+        add("precondition-invalid")
         add("precondition-required")
     for slug in notes.problems:
         add(slug)
