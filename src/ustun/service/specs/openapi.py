@@ -519,9 +519,9 @@ def _problems_of(path: str, operation: dict[str, Any], notes: Notes) -> dict[int
             add("idempotency-key-missing")
     if notes.if_match or (notes.if_none_match and operation.get("requestBody")):
         add("precondition-failed")
-    if notes.if_match == "required":
     if notes.if_match:
         add("precondition-invalid")
+    if notes.if_match == "required":
         add("precondition-required")
     for slug in notes.problems:
         add(slug)
