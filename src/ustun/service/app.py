@@ -163,8 +163,8 @@ def create_app(
     app.add_middleware(PrefixHeadersMiddleware, prefix="/v1/", headers=API_HEADERS, overwrite=False)
     app.add_middleware(ObserveMiddleware, metrics=observed, openapi=app.openapi)
     app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(DateMiddleware)  # outside every layer that writes or answers
     # Outermost: the client's scheme and address as a trusted proxy saw them, for all the rest.
     if settings.proxies:
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.proxies)
     return app
-    app.add_middleware(DateMiddleware)  # outside every layer that writes or answers
