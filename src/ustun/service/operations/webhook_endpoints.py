@@ -20,6 +20,7 @@ from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor
 from ustun.service.plumbing.pagination import page
 from ustun.service.resources.text import Text
 from ustun.service.runtime.webhook_runtime import AppSettings, Box
+from ustun.service.specs.schemas import EventPattern
 from ustun.webhooks import operations, signing
 from ustun.webhooks.endpoints import (
     DEFAULT_MAX_IN_FLIGHT,
@@ -40,7 +41,7 @@ ORDERING = (
     "`unordered`: up to `max_in_flight` deliveries at once; `fifo`: one at a time, in the commit "
     "order of the events (a dead delivery no longer holds the rest back)."
 )
-Events = Annotated[list[str], Field(min_length=1, max_length=100)]
+Events = Annotated[list[EventPattern], Field(min_length=1, max_length=100)]
 InFlight = Annotated[StrictInt, Field(ge=1, le=256), INTEGRAL_FLOAT]
 RATE_LIMIT = (
     f"Sends per second across all workers, {MIN_RATE_LIMIT:g} (one per {1 / MIN_RATE_LIMIT:g} s) "

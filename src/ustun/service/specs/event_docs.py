@@ -83,9 +83,28 @@ def _data_name(event: EventType) -> str:
     return f"{full.removesuffix('Data')}EventData" if event.thin else full
 
 
+def _hoisted(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """`schema` and the titled objects among its properties (or their `anyOf` variants), each
+    made a component of its title and referenced: a generator names a component's model, where
+    it numbers an inline object's (the catalogue keeps them inline: `GET /v1/event-types`
+    serves each schema alone)."""
+    found: dict[str, Any] = {}
+
+    def lift(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+        if spec.get("type") == "object" and "title" in spec:
+            found[spec["title"]] = spec
+            return ref(spec["title"])
+        if "anyOf" in spec:
+            return {**spec, "anyOf": [lift(variant) for variant in spec["anyOf"]]}
+        return spec
+
+    properties = {name: lift(spec) for name, spec in schema.get("properties", {}).items()}
+    return {schema["title"]: {**schema, "properties": properties}, **found}
+
+
 def _data_schemas(event: EventType) -> dict[str, Any]:
     full: str = event.schema["title"]
-    out: dict[str, Any] = {full: event.schema}
+    out = _hoisted(event.schema)
     if event.thin:
         out[_data_name(event)] = {
             "title": _data_name(event),

@@ -89,6 +89,20 @@ ENDPOINT_DISABLED = titled_object(
     description="The endpoint that was disabled (its registered URL) and why.",
 )
 
+# RFC 9457 §3.1; a member of `JobData`, so its title names it apart from the API's `Problem`.
+JOB_PROBLEM = titled_object(
+    "JobProblem",
+    {
+        "type": {"type": "string", "description": "`<server>/problems/<slug>`: its page."},
+        "title": {"type": "string"},
+        "status": {"type": "integer", "minimum": 400, "maximum": 599},
+        "detail": {"type": "string"},
+        "instance": {"type": "string"},
+    },
+    required=["type", "title", "status"],
+    description="Why the job failed: RFC 9457 problem details, as `GET /v1/jobs/{id}` shows.",
+)
+
 JOB = titled_object(
     "JobData",
     {
@@ -101,7 +115,10 @@ JOB = titled_object(
         "started_at": {**_TIMESTAMP, "type": ["string", "null"]},
         "completed_at": {**_TIMESTAMP, "type": ["string", "null"]},
         "result_url": {"type": ["string", "null"]},
-        "error": {"type": ["object", "null"], "description": "An RFC 9457 problem object."},
+        "error": {
+            "anyOf": [JOB_PROBLEM, {"title": "NoJobError", "type": "null"}],
+            "description": "A problem object when the job failed, else null.",
+        },
         "cancel_requested": {"type": "boolean"},
     },
     required=["id", "kind", "status", "progress", "created_at", "result_url", "error"],

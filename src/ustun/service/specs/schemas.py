@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 
 from ustun.http.problem import MEDIA_TYPE
 from ustun.jobs.states import JobStatusValue
+from ustun.service.specs.event_types import CATALOGUE
 from ustun.webhooks.endpoints import MAX_RATE_LIMIT, MIN_RATE_LIMIT
+from ustun.webhooks.patterns import PATTERN
 from ustun.webhooks.states import StatusValue
 
 PROBLEM_REF = "#/components/schemas/Problem"
@@ -28,6 +30,36 @@ ProblemOrNull = Annotated[
     dict[str, Any] | None,
     WithJsonSchema(
         {"anyOf": [{"$ref": PROBLEM_REF}, {"type": "null"}], "description": f"A {MEDIA_TYPE}."}
+    ),
+]
+
+# What `ustun.webhooks.patterns.is_pattern` accepts (the server validates with it; this only
+# states it), so a generated client or fuzzer never offers `""`.
+EventPattern = Annotated[
+    str,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "pattern": PATTERN.pattern,
+            "description": "An event type (`payment.succeeded`), a prefix and `.*` "
+            "(`payment.*`), or `*` for every type.",
+        }
+    ),
+]
+# An event's `data`: the object of its type, whose schema (by title) is in the catalogue.
+EventData = Annotated[
+    dict[str, Any],
+    WithJsonSchema(
+        {
+            "description": "The object the event is about, in full: the `schema` of its type in "
+            "`GET /v1/event-types` (a `thin` endpoint's deliveries carry only its `id` and "
+            "`url`; the log keeps it whole).",
+            "oneOf": [
+                {"$ref": f"#/components/schemas/{title}"}
+                for title in dict.fromkeys(t.schema["title"] for t in CATALOGUE)
+            ],
+        }
     ),
 ]
 
@@ -139,7 +171,7 @@ class WebhookEndpoint(BaseModel):
     exchange: str | None = Field(description="A `rabbitmq` endpoint's exchange; else null.")
     subject: str | None = Field(description="A `nats` endpoint's JetStream subject; else null.")
     description: str
-    events: list[str]
+    events: list[EventPattern]
     payload: Literal["full", "thin"]
     enabled: bool
     disabled_reason: str | None
@@ -202,7 +234,7 @@ class Event(BaseModel):
     type: str
     created_at: Timestamp
     api_version: str
-    data: dict[str, Any]
+    data: EventData
 
 
 class Delivery(BaseModel):
