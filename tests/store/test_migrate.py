@@ -5,13 +5,14 @@ from pathlib import Path
 
 import pytest
 from alembic import command
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, inspect, select, text
 from starlette.types import Message, Receive, Scope, Send
 
 from support import BACKENDS, drop_pg_database, make_pg_database
-from ustun import clock
+from ustun import clock, jobs
 from ustun.errors import SchemaOutOfDate, TablesMissing
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
+from ustun.jobs.adapters import store_for
 from ustun.service.dashboard.session import open_session, session_account
 from ustun.service.plumbing.accounts import (
     account_for_key,
@@ -222,6 +223,45 @@ async def test_0014_raises_a_tiny_rate_limit_and_goes_down_and_up_again(
         async with db.engine.begin() as conn:
             await conn.run_sync(down_and_up)
         await check_current(db)
+
+
+async def _job_indexes(db: Database) -> set[str]:
+    query = (
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs'"
+        if db.is_sqlite
+        else "SELECT indexname FROM pg_indexes WHERE tablename = 'jobs'"
+    )
+    async with db.read() as conn:
+        return {name for name in await conn.scalars(text(query)) if "pending" in name}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_0015_indexes_pending_jobs_by_account_and_goes_down_and_up_again(
+    backend: str, tmp_path: Path
+) -> None:
+    async with _old_database(backend, tmp_path) as db:
+        await upgrade(db, "0014")
+        assert await _job_indexes(db) == {"ix_jobs_pending_run_at"}
+        account = await account_for_key(db, await create_key(db, "before-0015"))
+        assert account is not None
+        old = [await jobs.enqueue(db, "report", account_id=i) for i in (account.id, account.id)]
+        await upgrade(db)
+        assert await _job_indexes(db) == {"ix_jobs_pending_queue"}
+        new = await jobs.enqueue(db, "report")
+        claimed = await store_for(db).claim(worker_id="wrk_m", kinds=["report"], limit=2, lease=30)
+        assert {job.id for job in claimed} == {old[0].id, new.id}  # a turn each
+
+        def down_and_up(conn: Connection) -> None:
+            command.downgrade(_config(conn), "0014")
+            assert {ix["name"] for ix in inspect(conn).get_indexes("jobs")} >= {
+                "ix_jobs_pending_run_at"
+            }
+            command.upgrade(_config(conn), "head")
+
+        async with db.engine.begin() as conn:
+            await conn.run_sync(down_and_up)
+        await check_current(db)
+        assert await _job_indexes(db) == {"ix_jobs_pending_queue"}
 
 
 async def _has(read: Callable[[], Awaitable[list[str]]], n: int) -> bool:

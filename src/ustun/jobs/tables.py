@@ -6,14 +6,18 @@ from sqlalchemy import (
     JSON,
     Boolean,
     Column,
+    ColumnElement,
     ForeignKey,
     Index,
     Integer,
     LargeBinary,
     String,
     Table,
+    func,
+    literal_column,
     text,
 )
+from sqlalchemy.sql.selectable import NamedFromClause
 
 from ustun.store.tables import metadata
 from ustun.store.types import UTCDateTime
@@ -51,13 +55,6 @@ jobs = Table(
         sqlite_where=text("account_id IS NOT NULL"),
     ),
     Index(
-        "ix_jobs_pending_run_at",
-        "run_at",
-        "id",
-        postgresql_where=text("status = 'pending'"),
-        sqlite_where=text("status = 'pending'"),
-    ),
-    Index(
         "ix_jobs_processing_lease",
         "lease_until",
         postgresql_where=text("status = 'processing'"),
@@ -69,6 +66,24 @@ jobs = Table(
         postgresql_where=text("completed_at IS NOT NULL"),
         sqlite_where=text("completed_at IS NOT NULL"),
     ),
+)
+
+
+def queue_of(table: NamedFromClause = jobs) -> ColumnElement[str]:
+    """The queue a job of `table` (`jobs` or an alias) waits in: its account's, '' for a job of
+    no account. Spelled as `ix_jobs_pending_queue` indexes it (the '' inline, not a parameter)."""
+    return func.coalesce(table.c.account_id, literal_column("''"))
+
+
+# Pending jobs by queue, oldest first (migration 0015): a claim takes turns across the queues
+# and reads only the head of each.
+Index(
+    "ix_jobs_pending_queue",
+    queue_of(),
+    jobs.c.run_at,
+    jobs.c.id,
+    postgresql_where=text("status = 'pending'"),
+    sqlite_where=text("status = 'pending'"),
 )
 
 job_events = Table(

@@ -17,7 +17,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import asyncpg
-from sqlalchemy import ARRAY, ColumnElement, Integer, String, Update, any_, bindparam, cast, func
+from sqlalchemy import (
+    ARRAY,
+    ColumnElement,
+    Integer,
+    String,
+    Update,
+    any_,
+    bindparam,
+    cast,
+    func,
+)
 from sqlalchemy.dialects import registry as dialects
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -61,14 +71,14 @@ class _Prepared:
 
     def __init__(self, statement: Update) -> None:
         compiled = statement.compile(dialect=_ASYNCPG)
-        self._sql = compiled.string
+        self.sql = compiled.string
         self._order = compiled.positiontup or []
         self._defaults = compiled.params  # the values SQLAlchemy bound itself
 
     async def rows(self, conn: AsyncConnection, params: dict[str, Any]) -> list[Any]:
         """Run with `params` in the unit of work on `conn`; the returned rows."""
         driver = await asyncpg_connection(conn)
-        return list(await driver.fetch(self._sql, *self._arguments(params)))
+        return list(await driver.fetch(self.sql, *self.arguments(params)))
 
     async def rows_alone(self, db: Database, params: dict[str, Any]) -> list[Any]:
         """`rows` in the unit of work open in this context, or else one autocommit statement."""
@@ -76,9 +86,10 @@ class _Prepared:
             async with db.unit_of_work() as uow:
                 return await self.rows(uow.conn, params)
         async with db.autocommit() as driver:
-            return list(await driver.fetch(self._sql, *self._arguments(params)))
+            return list(await driver.fetch(self.sql, *self.arguments(params)))
 
-    def _arguments(self, params: dict[str, Any]) -> list[Any]:
+    def arguments(self, params: dict[str, Any]) -> list[Any]:
+        """The positional arguments of `sql` for `params`."""
         values = {**self._defaults, **params}
         return [values[name] for name in self._order]
 
@@ -103,7 +114,7 @@ def _held_table() -> list[ColumnElement[bool]]:
     ]
 
 
-_CLAIM = _Prepared(claim_statement(_any(jobs.c.kind, "kinds"), skip_locked=True))
+CLAIM = _Prepared(claim_statement(lambda kind: _any(kind, "kinds"), lateral=True))
 _RENEW = _Prepared(renew_statement(_any(jobs.c.id, "job_ids")))
 _PROGRESS = _Prepared(progress_statement())
 _SETTLE_DONE = _Prepared(settle_done_statement(*_held_table()))
@@ -114,7 +125,7 @@ class PostgresJobStore(SqlJobStore):
 
     def __init__(self, db: Database) -> None:
         super().__init__(
-            db, claim=_CLAIM, renew=_RENEW, progress=_PROGRESS, settle_done=_SETTLE_DONE
+            db, claim=CLAIM, renew=_RENEW, progress=_PROGRESS, settle_done=_SETTLE_DONE
         )
 
     async def insert(self, job: Job, *, committed: Callable[[], Awaitable[None]]) -> None:

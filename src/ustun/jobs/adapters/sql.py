@@ -18,20 +18,25 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from sqlalchemy import (
+    CTE,
     BindParameter,
     ColumnElement,
     Integer,
+    Select,
     String,
     Update,
+    any_,
     bindparam,
     delete,
     func,
     insert,
     literal_column,
     select,
+    true,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.selectable import NamedFromClause
 
 from ustun import clock
 from ustun.http.errors import LeaseLost
@@ -39,7 +44,7 @@ from ustun.http.problem import problem
 from ustun.jobs import states
 from ustun.jobs.records import Job, JobEvent, Result
 from ustun.jobs.store import DONE, PURGE_BATCH, FinalHook, Outcome
-from ustun.jobs.tables import job_events, job_results, jobs
+from ustun.jobs.tables import job_events, job_results, jobs, queue_of
 from ustun.store import Database, UnitOfWork
 from ustun.store.types import UTCDateTime
 
@@ -47,9 +52,13 @@ from ustun.store.types import UTCDateTime
 _new_jobs: weakref.WeakKeyDictionary[UnitOfWork, list[Job]] = weakref.WeakKeyDictionary()
 
 
-def status_is(status: str) -> ColumnElement[bool]:
-    """`jobs.status = '<status>'` with the status inlined, so the partial indexes apply."""
-    return jobs.c.status == literal_column(f"'{states.known(status)}'")
+def status_is(status: str, table: NamedFromClause = jobs) -> ColumnElement[bool]:
+    """`status = '<status>'` on `table` with the status inlined, so the partial indexes apply."""
+    return table.c.status == literal_column(f"'{states.known(status)}'")
+
+
+# A predicate on a job's kind column: which kinds a claim takes.
+KindIn = Callable[[ColumnElement[str]], ColumnElement[bool]]
 
 
 class Hot(Protocol):
@@ -62,22 +71,94 @@ class Hot(Protocol):
         """`rows` as its own transaction (or in the unit of work open in this context)."""
 
 
-def claim_statement(kind_in: ColumnElement[bool], *, skip_locked: bool) -> Update:
-    """The claim: a bounded pick of due pending jobs of the kinds `kind_in` accepts, moved to
-    processing; with `skip_locked`, concurrent claims take disjoint batches without waiting."""
-    now = _now()
-    pick = (
-        select(jobs.c.id)
-        .where(status_is(states.PENDING), jobs.c.run_at <= now, kind_in)
-        .order_by(jobs.c.run_at, jobs.c.id)
-        .limit(_bind("limit", Integer()))
+def claim_statement(kind_in: KindIn, *, lateral: bool) -> Update:
+    """The claim: up to `limit` due pending jobs of the kinds `kind_in` accepts, moved to
+    processing, taken in turns across queues (each account's oldest, then each one's second,
+    ...; among one turn the oldest first).
+
+    It finds the queues with pending jobs by skipping from one to the next in
+    `ix_jobs_pending_queue` and reads at most `limit` jobs at the head of each: its cost grows
+    with the batch and the number of queues, never with one queue's backlog. With `lateral`
+    (PostgreSQL) it then takes each queue's share of the batch `FOR UPDATE SKIP LOCKED`, so
+    concurrent claims take disjoint batches without waiting; without it (SQLite) the claim's
+    transaction already excludes every other writer.
+    """
+    # The batch size as a subquery, not a parameter: PostgreSQL then cannot plan for its value,
+    # so every claim runs one generic plan (a custom plan per size costs more to make than to
+    # run).
+    now, limit = _now(), select(_bind("limit", Integer())).scalar_subquery()
+    queues = _queues()
+
+    def head(table: NamedFromClause, queue: ColumnElement[str]) -> Select[Any]:
+        """The queue's due pending jobs of the kinds, oldest first."""
+        return (
+            select(table.c.id)
+            .where(
+                queue_of(table) == queue,
+                status_is(states.PENDING, table),
+                table.c.run_at <= now,
+                kind_in(table.c.kind),
+            )
+            .order_by(table.c.run_at, table.c.id)
+        )
+
+    if lateral:
+        k = jobs.alias("k")
+        heads = head(k, queues.c.queue).add_columns(k.c.run_at).limit(limit).lateral("heads")
+        turn = func.row_number().over(
+            partition_by=queues.c.queue, order_by=(heads.c.run_at, heads.c.id)
+        )
+        candidates = (
+            select(queues.c.queue, heads.c.id, heads.c.run_at, turn.label("turn"))
+            .select_from(queues.join(heads, true()))
+            .subquery("candidates")
+        )
+        first = (
+            select(candidates.c.queue)
+            .order_by(candidates.c.turn, candidates.c.run_at, candidates.c.id)
+            .limit(limit)
+            .subquery("first")
+        )
+        shares = (
+            select(first.c.queue, func.count().label("share")).group_by(first.c.queue).cte("shares")
+        )
+        taken = jobs.alias("m")
+        share = (
+            head(taken, shares.c.queue)
+            .with_only_columns(_ctid(taken))
+            .limit(shares.c.share)
+            .with_for_update(skip_locked=True)
+            .lateral("share")
+        )
+        batch = select(share.c.ctid).select_from(shares.join(share, true()))
+    else:
+        listed = jobs.alias("j")
+        heads_in = head(jobs.alias("k"), queues.c.queue).limit(limit).correlate(queues)
+        turn = func.row_number().over(
+            partition_by=queues.c.queue, order_by=(listed.c.run_at, listed.c.id)
+        )
+        candidates = (
+            select(listed.c.id, listed.c.run_at, turn.label("turn"))
+            .select_from(queues.join(listed, listed.c.id.in_(heads_in)))
+            .subquery("candidates")
+        )
+        batch = (
+            select(candidates.c.id)
+            .order_by(candidates.c.turn, candidates.c.run_at, candidates.c.id)
+            .limit(limit)
+        )
+    chosen = batch.cte("batch").select()
+    # PostgreSQL: the rows it locked, by their physical address (a TID scan), where a lookup
+    # by id may read the whole table to hash it. A locked row cannot move before the UPDATE
+    # (one changed since the statement began is not visible there: the next claim takes it).
+    picked = (
+        _ctid(jobs) == any_(func.array(chosen.scalar_subquery()))
+        if lateral
+        else jobs.c.id.in_(chosen)
     )
-    if skip_locked:
-        pick = pick.with_for_update(skip_locked=True)
-    batch = pick.cte("batch")
     return (
         update(jobs)
-        .where(jobs.c.id.in_(select(batch.c.id)))
+        .where(picked)
         .values(
             status=states.transition(states.PENDING, states.PROCESSING),
             attempts=jobs.c.attempts + 1,
@@ -89,6 +170,33 @@ def claim_statement(kind_in: ColumnElement[bool], *, skip_locked: bool) -> Updat
         )
         .returning(*jobs.c)
     )
+
+
+def _ctid(table: NamedFromClause) -> ColumnElement[Any]:
+    """PostgreSQL's physical address of a row of `table`."""
+    return literal_column(f"{table.name}.ctid").label("ctid")
+
+
+def _queues() -> CTE:
+    """The queues with pending jobs, one index probe each: each the next after the last (and a
+    last NULL, the end)."""
+    first = (
+        select(queue_of(jobs))
+        .where(status_is(states.PENDING))
+        .order_by(queue_of(jobs))
+        .limit(1)
+        .scalar_subquery()
+    )
+    queues = select(first.label("queue")).cte("queues", recursive=True)
+    later = jobs.alias("n")
+    following = (
+        select(queue_of(later))
+        .where(status_is(states.PENDING, later), queue_of(later) > queues.c.queue)
+        .order_by(queue_of(later))
+        .limit(1)
+        .scalar_subquery()
+    )
+    return queues.union_all(select(following).where(queues.c.queue.is_not(None)))
 
 
 def renew_statement(id_in: ColumnElement[bool]) -> Update:

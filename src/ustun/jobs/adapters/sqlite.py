@@ -43,7 +43,7 @@ class _Hot:
 
 # A list parameter is an expanding IN; the held triples of a settle a tuple IN.
 _CLAIM = _Hot(
-    claim_statement(jobs.c.kind.in_(bindparam("kinds", expanding=True)), skip_locked=False)
+    claim_statement(lambda kind: kind.in_(bindparam("kinds", expanding=True)), lateral=False)
 )
 _RENEW = _Hot(renew_statement(jobs.c.id.in_(bindparam("job_ids", expanding=True))))
 _PROGRESS = _Hot(progress_statement())

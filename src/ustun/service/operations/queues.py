@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock, jobs
 from ustun.jobs.tables import jobs as jobs_table
+from ustun.jobs.tables import queue_of
 from ustun.service.operations.metrics import QueueStat
 from ustun.webhooks.states import DUE
 from ustun.webhooks.tables import deliveries
@@ -57,10 +58,11 @@ async def webhook_deliveries(
 
 
 async def job_queue(conn: AsyncConnection, account_id: str | None = None) -> list[QueueStat]:
-    """Pending jobs whose run time has come, of one account or of all."""
+    """Pending jobs whose run time has come, of one account (read from its own part of the
+    pending jobs' index, never another account's backlog) or of all."""
     where: list[ColumnElement[bool]] = [jobs_table.c.status == jobs.PENDING]
     if account_id is not None:
-        where.append(jobs_table.c.account_id == account_id)
+        where.append(queue_of(jobs_table) == account_id)
     return [await due_stat(conn, "jobs", jobs_table.c.run_at, where)]
 
 
