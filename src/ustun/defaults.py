@@ -35,6 +35,8 @@ DEFAULT_MAX_BODY = 1_048_576
 # Per-account quotas: webhook endpoints an account may have, and test pings it may send a minute.
 DEFAULT_MAX_ENDPOINTS = 100
 DEFAULT_TEST_PINGS_PER_MINUTE = 10
+# Pending jobs one account may have waiting; an enqueue past it is 429 `quota-exceeded`.
+DEFAULT_MAX_PENDING_JOBS = 1_000
 # Job event streams (`GET /v1/jobs/{id}/events`) one process keeps open for one account, and in
 # all: each holds a socket, so the total stays well under the usual open-file limit of 1,024.
 DEFAULT_MAX_STREAMS_PER_ACCOUNT = 20

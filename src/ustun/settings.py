@@ -27,6 +27,7 @@ from ustun.defaults import (
     DEFAULT_MAX_ENDPOINTS,
     DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_HEADERS,
+    DEFAULT_MAX_PENDING_JOBS,
     DEFAULT_MAX_STREAMS,
     DEFAULT_MAX_STREAMS_PER_ACCOUNT,
     DEFAULT_PORT,
@@ -65,6 +66,7 @@ class Settings(BaseSettings):
     webhook_lease: float = Field(default=DEFAULT_WEBHOOK_LEASE, gt=0)
     max_endpoints: int = Field(default=DEFAULT_MAX_ENDPOINTS, ge=1)
     test_pings_per_minute: int = Field(default=DEFAULT_TEST_PINGS_PER_MINUTE, ge=1)
+    max_pending_jobs: int = Field(default=DEFAULT_MAX_PENDING_JOBS, ge=1)
     max_streams_per_account: int = Field(default=DEFAULT_MAX_STREAMS_PER_ACCOUNT, ge=1)
     max_streams: int = Field(default=DEFAULT_MAX_STREAMS, ge=1)
     signature_tolerance: int = Field(default=DEFAULT_SIGNATURE_TOLERANCE, ge=0)

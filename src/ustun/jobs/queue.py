@@ -13,11 +13,16 @@ from typing import Any
 
 from ustun import clock, ids
 from ustun.defaults import DEFAULT_JOB_MAX_ATTEMPTS
+from ustun.http.errors import ProblemError
+from ustun.http.retry_after import format_retry_after
 from ustun.jobs import states, wakeup
 from ustun.jobs.adapters import store_for
 from ustun.jobs.records import Job, JobEvent, Result
 from ustun.jobs.registry import Registry, registry
 from ustun.store import Database
+
+# When an account at its pending-jobs quota may try again: a queue drains as jobs run.
+PENDING_RETRY_AFTER = 30
 
 
 async def enqueue(
@@ -29,8 +34,14 @@ async def enqueue(
     max_attempts: int | None = None,
     run_at: datetime | None = None,
     kinds: Registry = registry,
+    max_pending: int | None = None,
 ) -> Job:
-    """Add a `pending` job in the caller's unit of work (or a new one) and return it."""
+    """Add a `pending` job in the caller's unit of work (or a new one) and return it.
+
+    With `max_pending` (None: no limit), raise 429 `quota-exceeded` instead if the account
+    already has that many pending jobs. They are counted under a lock on the account's queue
+    held until the unit of work ends, so concurrent enqueues never exceed it.
+    """
     known = kinds.get(kind)
     attempts = max_attempts or (known and known.max_attempts) or DEFAULT_JOB_MAX_ATTEMPTS
     now = clock.now()
@@ -55,7 +66,20 @@ async def enqueue(
         started_at=None,
         completed_at=None,
     )
-    await store_for(db).insert(job, committed=wakeup.wake_local)
+    store = store_for(db)
+    if max_pending is None:
+        await store.insert(job, committed=wakeup.wake_local)
+        return job
+    async with db.unit_of_work():
+        if await store.count_pending(account_id, at_most=max_pending) >= max_pending:
+            raise ProblemError(
+                "quota-exceeded",
+                f"This account has {max_pending} pending jobs, the most it may have waiting. "
+                "Retry after the number of seconds in Retry-After, when some have run.",
+                headers={"retry-after": format_retry_after(PENDING_RETRY_AFTER)},
+                limit=max_pending,
+            )
+        await store.insert(job, committed=wakeup.wake_local)
     return job
 
 

@@ -62,6 +62,10 @@ class JobStore(Protocol):
         """Write a new job with the caller's unit of work (or alone); `committed` runs after
         its commit (once per unit of work)."""
 
+    async def count_pending(self, account_id: str | None, *, at_most: int) -> int:
+        """Lock the account's queue until the unit of work open in this context ends, then
+        count its pending jobs (with those the unit of work enqueued), `at_most` at most."""
+
     async def get(self, job_id: str, *, account_id: str | None) -> Job | None:
         """The job `job_id` of `account_id`, or None."""
 

@@ -76,7 +76,7 @@ def queue_of(table: NamedFromClause = jobs) -> ColumnElement[str]:
 
 
 # Pending jobs by queue, oldest first (migration 0015): a claim takes turns across the queues
-# and reads only the head of each.
+# and reads only the head of each; the pending-jobs quota counts one queue.
 Index(
     "ix_jobs_pending_queue",
     queue_of(),

@@ -27,6 +27,7 @@ from sqlalchemy import (
     bindparam,
     cast,
     func,
+    select,
 )
 from sqlalchemy.dialects import registry as dialects
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -61,6 +62,12 @@ _GATE = 8463236172471758690
 _REGISTER = (
     "WITH gate AS (SELECT pg_advisory_xact_lock($1))"
     " INSERT INTO job_waiters (pid) SELECT pg_backend_pid() FROM gate ON CONFLICT DO NOTHING"
+)
+# The pending-jobs quota's lock on one queue: (this class, the hash of its name). Two queues
+# whose names share a hash only take turns.
+_QUEUE_LOCKS = 0x6A6F6273  # "jobs"
+_LOCK_QUEUE = select(
+    func.pg_advisory_xact_lock(_QUEUE_LOCKS, func.hashtext(bindparam("queue", type_=String())))
 )
 _UNREGISTER = "DELETE FROM job_waiters WHERE pid = pg_backend_pid()"
 _FORGET_GONE = "DELETE FROM job_waiters WHERE pid NOT IN (SELECT pid FROM pg_stat_activity)"
@@ -153,6 +160,11 @@ class PostgresJobStore(SqlJobStore):
             "held_attempts": [job.attempts for job in held],
             "held_lockers": [job.locked_by for job in held],
         }
+
+    async def _lock_queue(self, conn: AsyncConnection, queue: str) -> None:
+        """A transaction-level advisory lock on the queue's name (a job of no account has one
+        too, which no account row would give)."""
+        await conn.execute(_LOCK_QUEUE, {"queue": queue})
 
     def listener(self, wake: asyncio.Event) -> JobListener | None:
         """A `LISTEN` on the jobs channel that sets `wake`."""

@@ -264,6 +264,15 @@ def _bind(name: str, type_: Any) -> BindParameter[Any]:
     return bindparam(name, type_=type_)
 
 
+_PENDING_OF_QUEUE = (
+    select(jobs.c.id)
+    .where(queue_of() == _bind("queue", String()), status_is(states.PENDING))
+    .limit(_bind("at_most", Integer()))
+    .subquery("pending")
+)
+_COUNT_PENDING = select(func.count()).select_from(_PENDING_OF_QUEUE)
+
+
 def _held(job: Job) -> list[ColumnElement[bool]]:
     return [
         jobs.c.id == job.id,
@@ -343,6 +352,21 @@ class SqlJobStore(abc.ABC):
     @abc.abstractmethod
     def _held_params(self, held: Sequence[Job]) -> dict[str, Any]:
         """The parameters of the settle-done statement that name the held jobs."""
+
+    @abc.abstractmethod
+    async def _lock_queue(self, conn: AsyncConnection, queue: str) -> None:
+        """Hold the lock of `queue` (see `queue_of`) until the transaction on `conn` ends."""
+
+    async def count_pending(self, account_id: str | None, *, at_most: int) -> int:
+        """Lock the account's queue until the unit of work open in this context ends (serialising
+        the quota checks of concurrent enqueues), then count its pending jobs, with those the
+        unit of work enqueued: `at_most` at most, so the count never reads more of a backlog."""
+        queue = account_id or ""
+        async with self.db.unit_of_work() as uow:
+            await self._lock_queue(uow.conn, queue)
+            stored = await uow.conn.scalar(_COUNT_PENDING, {"queue": queue, "at_most": at_most})
+            new = sum(1 for job in _new_jobs.get(uow, ()) if job.account_id == account_id)
+        return min(at_most, int(stored or 0) + new)
 
     async def insert(self, job: Job, *, committed: Callable[[], Awaitable[None]]) -> None:
         """Add `job` to the jobs its unit of work (joined, or a new one) writes at commit."""

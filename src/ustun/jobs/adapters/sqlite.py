@@ -68,6 +68,9 @@ class SqliteJobStore(SqlJobStore):
     def _held_params(self, held: Sequence[Job]) -> dict[str, Any]:
         return {"held": [(job.id, job.attempts, job.locked_by) for job in held]}
 
+    async def _lock_queue(self, conn: AsyncConnection, queue: str) -> None:
+        """Nothing: the unit of work's `BEGIN IMMEDIATE` already excludes every other writer."""
+
     def listener(self, wake: asyncio.Event) -> JobListener | None:
         """None: SQLite cannot notify, so other processes' enqueues are found by polling."""
         return None

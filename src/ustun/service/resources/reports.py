@@ -15,6 +15,7 @@ from ustun.service.operations.job_routes import job_url, respond
 from ustun.service.plumbing.deps import DB, CurrentAccount, JobKinds
 from ustun.service.resources.report_formats import FORMATS, Line, Report
 from ustun.service.resources.schema import payments
+from ustun.service.runtime.webhook_runtime import AppSettings
 
 router = APIRouter(prefix="/v1/reports", tags=["reports"])
 
@@ -61,11 +62,18 @@ def period_bounds(period: str) -> tuple[datetime, datetime]:
 
 @router.post("", status_code=202, response_model=None)
 async def create_report(
-    body: ReportRequest, account: CurrentAccount, db: DB, kinds: JobKinds
+    body: ReportRequest, account: CurrentAccount, db: DB, kinds: JobKinds, settings: AppSettings
 ) -> Response:
     """Start building a report; follow `Location` (poll, SSE) to its result."""
     async with db.unit_of_work():
-        job = await jobs.enqueue(db, KIND, body.model_dump(), account_id=account.id, kinds=kinds)
+        job = await jobs.enqueue(
+            db,
+            KIND,
+            body.model_dump(),
+            account_id=account.id,
+            kinds=kinds,
+            max_pending=settings.max_pending_jobs,
+        )
     response = respond(job, status_code=202)
     response.headers["location"] = job_url(job.id)
     return response

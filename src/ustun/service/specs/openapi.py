@@ -354,6 +354,7 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
     ),
     ("DELETE", DOCUMENT): Notes(if_match="required"),
     ("POST", "/v1/reports"): Notes(
+        problems=("quota-exceeded",),
         replies={
             202: Reply(
                 schemas.Job,
@@ -361,7 +362,7 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
                 links=_JOB_LINKS,
                 description="Accepted: the job that builds the report; follow `Location`.",
             )
-        }
+        },
     ),
     ("GET", "/v1/jobs"): _listing(schemas.JobList),
     ("GET", JOB): _JOB_READ,
