@@ -41,7 +41,7 @@ async def test_each_problem_page_links_to_its_section_of_the_served_reference(
         page = (await client.get(f"/problems/{slug}")).text
         assert f'href="/problems#{slug}"' in page
         assert f"docs/problems.md#{slug}" in page
-        assert f'<section id="{slug}">' in index.text
+        assert f'<section id="{slug}" ' in index.text
         assert html.escape(entry.description) in page
 
 

@@ -25,6 +25,13 @@ from ustun.service.operations import webhook_deliveries, webhook_endpoints, webh
 from ustun.service.plumbing.deps import DEFAULT_PAGE, MAX_PAGE
 from ustun.service.plumbing.problems import field_message
 from ustun.webhooks import operations, signing
+from ustun.webhooks.endpoints import (
+    DEFAULT_MAX_IN_FLIGHT,
+    MAX_RATE_LIMIT,
+    MIN_RATE_LIMIT,
+    UNORDERED,
+    Ordering,
+)
 from ustun.webhooks.states import Status
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -89,6 +96,9 @@ async def _endpoints_page(
         endpoints=listing,
         kinds=get_args(webhook_endpoints.Kind),
         schemes=signing.SCHEMES,
+        orderings=get_args(Ordering),
+        default_in_flight=DEFAULT_MAX_IN_FLIGHT,
+        rate_limits=f"{MIN_RATE_LIMIT:g} to {MAX_RATE_LIMIT:g}",
         created=created,
         error=error,
         flashes=_flashes(done),
@@ -118,6 +128,20 @@ def _destination(kind: str, name: str) -> dict[str, str]:
     return {field: name}
 
 
+def _numbers(**fields: str) -> dict[str, object]:
+    """The form's number fields as the API's JSON body would carry them (`8`, `2.5`), so the API's
+    model refuses what it would refuse there, with its message; text that is no JSON number
+    stays text (refused as such); an empty field is left out (the API's default)."""
+    numbers: dict[str, object] = {}
+    for name, text in fields.items():
+        if text.strip():
+            try:
+                numbers[name] = json.loads(text)
+            except ValueError:
+                numbers[name] = text
+    return numbers
+
+
 @router.post("/endpoints")
 async def create_endpoint(
     request: Request,
@@ -129,9 +153,12 @@ async def create_endpoint(
     description: Annotated[str, Form(max_length=500)] = "",
     payload: Annotated[str, Form(max_length=8)] = "full",
     signature: Annotated[str, Form(max_length=16)] = signing.HMAC_SHA256,
+    ordering: Annotated[str, Form(max_length=16)] = UNORDERED,
+    max_in_flight: Annotated[str, Form(max_length=40)] = "",
+    rate_limit: Annotated[str, Form(max_length=40)] = "",
 ) -> Response:
-    """Create an endpoint (HTTP or broker, as the API's body) and show its signing secret this
-    once, or its public key."""
+    """Create an endpoint (HTTP or broker, with its ordering, window and rate limit, as the API's
+    body) and show its signing secret this once, or its public key."""
     patterns = [p.strip() for p in events.replace(",", " ").split() if p.strip()] or ["*"]
     try:
         body = webhook_endpoints.EndpointIn.model_validate(
@@ -143,6 +170,8 @@ async def create_endpoint(
                 "description": description,
                 "payload": payload,
                 "signature": signature,
+                "ordering": ordering,
+                **_numbers(max_in_flight=max_in_flight, rate_limit=rate_limit),
             }
         )
         settings = request.app.state.settings

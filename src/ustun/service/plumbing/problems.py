@@ -163,14 +163,21 @@ def install(app: FastAPI) -> None:
 def _section(entry: ProblemType) -> str:
     """One problem type as HTML, anchored by its slug."""
     return (
-        f'<section id="{entry.slug}"><h2>{entry.status} {html.escape(entry.title)}</h2>'
+        f'<section id="{entry.slug}" class="card">'
+        f"<h2>{entry.status} {html.escape(entry.title)}</h2>"
         f"<p>{html.escape(entry.description)}</p>"
         f"<p><code>type: …/problems/{entry.slug}</code></p></section>"
     )
 
 
 def _page(title: str, *parts: str) -> str:
+    """A page in the dashboard's look: its stylesheet and icon, served by this app (no other
+    site's)."""
     return (
-        f"<!doctype html><html lang=en><meta charset=utf-8><title>{html.escape(title)}</title>"
-        f"<h1>{html.escape(title)}</h1>{''.join(parts)}</html>"
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(title)} · ustun</title>"
+        '<link rel=icon href="/favicon.ico">'
+        '<link rel=stylesheet href="/dashboard/static/dashboard.css"></head>'
+        f"<body><main><h1>{html.escape(title)}</h1>{''.join(parts)}</main></body></html>"
     )
