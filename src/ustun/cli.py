@@ -75,7 +75,11 @@ async def _database(
 ) -> AsyncIterator[Database]:
     """The database, checked: reachable and its schema current (or `migrate`d); `serving`
     (serve, worker): also the job modules import and the stored secrets open under the key."""
-    db = Database(settings.database_url)
+    db = Database(
+        settings.database_url,
+        statement_timeout=settings.statement_timeout,
+        lock_timeout=settings.lock_timeout,
+    )
     try:
         await preflight.reach(db)
         box = None

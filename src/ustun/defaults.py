@@ -7,6 +7,10 @@ library user and the service start from the same values. Durations are in second
 from __future__ import annotations
 
 DEFAULT_DATABASE_URL = "sqlite:///./ustun.db"
+# PostgreSQL: the longest a statement may run, and the longest it may wait for a lock (a row
+# another transaction is changing), before the database cancels it (answered 503, retry-safe).
+DEFAULT_STATEMENT_TIMEOUT = 30
+DEFAULT_LOCK_TIMEOUT = 5
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 DEFAULT_LOG_LEVEL = "info"

@@ -22,6 +22,7 @@ from ustun.defaults import (
     DEFAULT_JOB_RETENTION,
     DEFAULT_JOB_RETRY_BASE,
     DEFAULT_KEEP_ALIVE_TIMEOUT,
+    DEFAULT_LOCK_TIMEOUT,
     DEFAULT_LOG_LEVEL,
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_ENDPOINTS,
@@ -32,6 +33,7 @@ from ustun.defaults import (
     DEFAULT_MAX_STREAMS_PER_ACCOUNT,
     DEFAULT_PORT,
     DEFAULT_SIGNATURE_TOLERANCE,
+    DEFAULT_STATEMENT_TIMEOUT,
     DEFAULT_TEST_PINGS_PER_MINUTE,
     DEFAULT_WEBHOOK_LEASE,
     DEFAULT_WEBHOOK_RETRY_SCHEDULE,
@@ -54,6 +56,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="USTUN_", extra="ignore")
 
     database_url: str = DEFAULT_DATABASE_URL
+    # PostgreSQL's statement_timeout and lock_timeout on every connection that serves (0: none).
+    statement_timeout: float = Field(default=DEFAULT_STATEMENT_TIMEOUT, ge=0)
+    lock_timeout: float = Field(default=DEFAULT_LOCK_TIMEOUT, ge=0)
     host: str = DEFAULT_HOST
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65_535)
     # The service's URL as receivers reach it (behind a proxy: the proxy's); see `public_base_url`.

@@ -68,7 +68,11 @@ def create_app(
     """
     settings = settings or Settings()
     job_registry = kinds if kinds is not None else job_kinds(settings)
-    database = db or Database(settings.database_url)
+    database = db or Database(
+        settings.database_url,
+        statement_timeout=settings.statement_timeout,
+        lock_timeout=settings.lock_timeout,
+    )
     observed = Metrics()
 
     @asynccontextmanager

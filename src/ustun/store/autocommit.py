@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import aiosqlite
@@ -19,25 +19,34 @@ import asyncpg
 
 
 class AutocommitPool:
-    """At most `size` asyncpg connections to `dsn`, each lent to one statement at a time."""
+    """At most `size` asyncpg connections to `dsn`, each lent to one statement at a time.
 
-    def __init__(self, dsn: str, size: int) -> None:
+    `server_settings` are set on each connection as it opens (timeouts, say).
+    """
+
+    def __init__(
+        self, dsn: str, size: int, *, server_settings: Mapping[str, str] | None = None
+    ) -> None:
         self._dsn = dsn
+        self._server_settings = dict(server_settings or {})
         self._slots = asyncio.Semaphore(size)
         self._idle: list[asyncpg.Connection] = []
         self._generation = 0  # bumped by close(): connections made before it are not reused
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:
-        """An idle connection (a new one if none is idle), returned when the block ends.
+        """An idle connection that is still open (a new one if none is), returned when the
+        block ends.
 
-        An error the server answered leaves the connection ready for the next statement; any
-        other exception (a cancellation mid-statement, a lost connection) may leave it in an
-        unknown protocol state, so it is closed instead of reused.
+        An error the server answered leaves the connection ready for the next statement (one
+        it answered by closing the connection leaves it closed, and it is let go); any other
+        exception (a cancellation mid-statement) may leave it in an unknown protocol state,
+        so it is closed instead of reused. An idle connection the server has closed since (a
+        restart) is let go unused.
         """
         async with self._slots:
             generation = self._generation
-            conn = self._idle.pop() if self._idle else await self._connect()
+            conn = self._open_idle() or await self._connect()
             try:
                 yield conn
             except asyncpg.PostgresError:
@@ -48,10 +57,19 @@ class AutocommitPool:
                 raise
             self._give_back(conn, generation)
 
+    def _open_idle(self) -> asyncpg.Connection | None:
+        """The most recently used idle connection still open; closed ones are let go."""
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.is_closed():
+                return conn
+            conn.terminate()
+        return None
+
     async def _connect(self) -> asyncpg.Connection:
         """A new connection that reads and writes JSON as SQLAlchemy's asyncpg dialect does:
         parameters already serialised, results parsed."""
-        conn = await asyncpg.connect(self._dsn)
+        conn = await asyncpg.connect(self._dsn, server_settings=self._server_settings)
         try:
             for name in ("json", "jsonb"):
                 await conn.set_type_codec(

@@ -1,26 +1,38 @@
-"""One `Database` per process: the async engine for SQLite or PostgreSQL, tuned for each.
+"""One `Database` per process: the async engines for SQLite or PostgreSQL, tuned for each.
+
+Writes and reads have pools of their own, so that reads (however many wait) never hold the
+connections writes need, nor writes those of reads. Write transactions are admitted by
+`FairShares`: one tenant (an account, as `on_behalf_of` names it) never holds every write
+connection, and a freed one goes to the tenant holding fewest, so one account's pile-up (say,
+hundreds of transfers queued on the same two rows) delays its own requests, not the others'.
+A pooled connection the server has closed (a restart) is replaced at checkout, never lent.
 
 SQLite runs in WAL mode with foreign keys on and a busy timeout; write transactions start with
-`BEGIN IMMEDIATE` (so two writers never deadlock on a lock upgrade) and are serialised within
-the process by an asyncio lock, so they queue without spinning on the busy handler. Reads run
+`BEGIN IMMEDIATE` (so two writers never deadlock on a lock upgrade) and are admitted one at a
+time within the process, so they queue without spinning on the busy handler. Reads run
 concurrently with the writer: one statement in autocommit mode (its own snapshot, no BEGIN or
 COMMIT), or a deferred transaction when several statements must see one snapshot.
+PostgreSQL connections carry a `statement_timeout` and a `lock_timeout`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextvars
+import itertools
+from collections import deque
+from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import PoolResetState
 
+from ustun.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
 from ustun.store.autocommit import AutocommitPool, SqliteReaders
 from ustun.store.uow import (
     WRITE_OPTION,
@@ -33,6 +45,24 @@ from ustun.store.uow import (
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _SQLITE_READERS = 4  # aiosqlite connections (a thread each) for one-statement reads
 _AUTOCOMMIT = "ustun_autocommit"
+
+# On whose behalf this context writes (an account id); None for the process's own work.
+_tenant: contextvars.ContextVar[Hashable] = contextvars.ContextVar("ustun_tenant", default=None)
+
+
+class on_behalf_of:  # lowercase: it reads as a function, `with on_behalf_of(account_id):`
+    """Count the write transactions opened in this block against `tenant`'s fair share."""
+
+    __slots__ = ("_tenant", "_token")
+
+    def __init__(self, tenant: Hashable) -> None:
+        self._tenant = tenant
+
+    def __enter__(self) -> None:
+        self._token = _tenant.set(self._tenant)
+
+    def __exit__(self, *_: object) -> None:
+        _tenant.reset(self._token)
 
 
 def async_url(url: str) -> str:
@@ -57,38 +87,72 @@ def async_url(url: str) -> str:
 
 
 class Database:
-    """The engine plus the rules for starting read and write transactions on it."""
+    """The engines plus the rules for starting read and write transactions on them.
 
-    def __init__(self, url: str, *, pool_size: int = 10, echo: bool = False) -> None:
+    `pool_size` sizes each pool (PostgreSQL: writes up to twice it, reads up to it, each kind
+    of driver connection up to it). `statement_timeout` and `lock_timeout` (seconds; None or
+    0: none) bound every statement and every lock wait on PostgreSQL.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        echo: bool = False,
+        statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
+        lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
+    ) -> None:
         self.url = async_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
-        kwargs: dict[str, Any] = {"echo": echo}
+        path = make_url(self.url).database
+        in_memory = self.is_sqlite and (path in (None, "", ":memory:") or "mode=memory" in self.url)
+        timeouts = _server_settings(statement_timeout=statement_timeout, lock_timeout=lock_timeout)
         if self.is_sqlite:
-            kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
-            # `_configure_sqlite` rolls back on return only what is still open.
-            kwargs["pool_reset_on_return"] = None
+            options: dict[str, Any] = {
+                "echo": echo,
+                "connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+                # `_configure_sqlite` rolls back on return only what is still open.
+                "pool_reset_on_return": None,
+            }
+            self.engine: AsyncEngine = create_async_engine(self.url, **options)
+            # An in-memory database exists once per connection: its reads share its one pool.
+            self._reads = self.engine if in_memory else create_async_engine(self.url, **options)
         else:
-            kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False)
-        self.engine: AsyncEngine = create_async_engine(self.url, **kwargs)
-        self._reader = self.engine.execution_options(
+            options = {"echo": echo, "connect_args": {"server_settings": timeouts}}
+            self.engine = create_async_engine(
+                self.url, pool_size=pool_size, max_overflow=pool_size, **options
+            )
+            half = max(1, pool_size // 2)
+            self._reads = create_async_engine(
+                self.url, pool_size=half, max_overflow=half, **options
+            )
+        self._reader = self._reads.execution_options(
             **({_AUTOCOMMIT: True} if self.is_sqlite else {"isolation_level": "AUTOCOMMIT"})
         )
         # PostgreSQL's READ COMMITTED takes a new snapshot per statement; SQLite's is one anyway.
         self._snapshot = (
-            self.engine
+            self._reads
             if self.is_sqlite
-            else self.engine.execution_options(isolation_level="REPEATABLE READ")
+            else self._reads.execution_options(isolation_level="REPEATABLE READ")
         )
-        self._write_lock = asyncio.Lock() if self.is_sqlite else None
-        self._autocommit = None if self.is_sqlite else AutocommitPool(self.dsn, pool_size)
-        path = self.engine.url.database
+        self._shares = FairShares(1 if self.is_sqlite else 2 * pool_size)
+        # PostgreSQL's driver connections: one-statement writes, and reads, each their own.
+        self._autocommit: AutocommitPool | None = None
+        self._driver_reads: AutocommitPool | None = None
+        if not self.is_sqlite:
+            self._autocommit = AutocommitPool(self.dsn, pool_size, server_settings=timeouts)
+            self._driver_reads = AutocommitPool(self.dsn, pool_size, server_settings=timeouts)
         self._sqlite_readers = (
             SqliteReaders(path, _SQLITE_READERS, SQLITE_BUSY_TIMEOUT_MS)
-            if self.is_sqlite and path and path != ":memory:" and "mode=memory" not in self.url
+            if self.is_sqlite and path and not in_memory
             else None
         )
-        if self.is_sqlite:
-            _configure_sqlite(self.engine)
+        for engine in (self.engine,) if self._reads is self.engine else (self.engine, self._reads):
+            if self.is_sqlite:
+                _configure_sqlite(engine)
+            else:
+                _replace_closed_connections(engine)
 
     @property
     def dsn(self) -> str:
@@ -139,12 +203,13 @@ class Database:
     @asynccontextmanager
     async def driver_reader(self) -> AsyncIterator[Any]:
         """A driver connection for ONE read statement outside any unit of work, off
-        SQLAlchemy's pool: asyncpg from `autocommit()`, or aiosqlite in autocommit mode.
+        SQLAlchemy's pool: asyncpg in autocommit mode (a pool of its own, beside that of
+        `autocommit()`), or aiosqlite in autocommit mode.
 
         Yields None where there is none (an in-memory SQLite database): use `read()` then.
         """
-        if self._autocommit is not None:
-            async with self._autocommit.connection() as conn:
+        if self._driver_reads is not None:
+            async with self._driver_reads.connection() as conn:
                 yield conn
         elif self._sqlite_readers is not None:
             async with self._sqlite_readers.connection() as reader:
@@ -165,14 +230,17 @@ class Database:
 
     @asynccontextmanager
     async def _write(self, *, ambient: bool = True) -> AsyncIterator[UnitOfWork]:
-        if self._write_lock is None:
-            async with self.engine.connect() as conn, UnitOfWork.run(conn, ambient=ambient) as uow:
-                yield uow
-            return
-        async with self._write_lock, self.engine.connect() as conn:
-            await conn.execution_options(**{WRITE_OPTION: True})
-            async with UnitOfWork.run(conn, ambient=ambient) as uow:
-                yield uow
+        tenant = _tenant.get()
+        if not self._shares.take(tenant):
+            await self._shares.acquire(tenant)
+        try:
+            async with self.engine.connect() as conn:
+                if self.is_sqlite:
+                    await conn.execution_options(**{WRITE_OPTION: True})
+                async with UnitOfWork.run(conn, ambient=ambient) as uow:
+                    yield uow
+        finally:
+            self._shares.release(tenant)
 
     @asynccontextmanager
     async def read(self, *, snapshot: bool = False) -> AsyncIterator[AsyncConnection]:
@@ -194,11 +262,111 @@ class Database:
 
     async def dispose(self) -> None:
         """Close every pooled connection."""
-        if self._autocommit is not None:
-            await self._autocommit.close()
-        if self._sqlite_readers is not None:
-            await self._sqlite_readers.close()
+        for pool in (self._autocommit, self._driver_reads, self._sqlite_readers):
+            if pool is not None:
+                await pool.close()
         await self.engine.dispose()
+        if self._reads is not self.engine:
+            await self._reads.dispose()
+
+
+class FairShares:
+    """Admission of write transactions: at most `size` at once, shared fairly among tenants.
+
+    One tenant holds at most three quarters of the slots (of a single slot, that one), so the
+    others always find some; a freed slot goes to the waiting tenant that holds fewest, among
+    equals the one served least recently, and each tenant's own waiters are served in order.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._cap = max(1, size - size // 4)
+        self._held: dict[Hashable, int] = {}
+        self._waiting: dict[Hashable, deque[asyncio.Future[None]]] = {}
+        self._served: dict[Hashable, int] = {}  # tenant → turn of its latest slot
+        self._turns = itertools.count()
+
+    def take(self, tenant: Hashable) -> bool:
+        """Take a slot for `tenant` if one is free and nobody waits (then pair with one
+        `release(tenant)`); else False, and `acquire` waits for one."""
+        if self._free and not self._waiting and self._held.get(tenant, 0) < self._cap:
+            self._take(tenant)
+            return True
+        return False
+
+    async def acquire(self, tenant: Hashable) -> None:
+        """Wait for a slot for `tenant`; pair with one `release(tenant)`."""
+        if self.take(tenant):
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(tenant, deque()).append(waiter)
+        self._grant()
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self.release(tenant)  # granted as it was cancelled: pass the slot on
+            else:
+                self._forget(tenant, waiter)
+            raise
+
+    def release(self, tenant: Hashable) -> None:
+        """Give back a slot of `tenant`'s, to the next tenant in turn."""
+        self._free += 1
+        held = self._held[tenant] - 1
+        if held:
+            self._held[tenant] = held
+        else:
+            del self._held[tenant]
+            if tenant not in self._waiting:
+                self._served.pop(tenant, None)
+        if self._waiting:
+            self._grant()
+
+    def _take(self, tenant: Hashable) -> None:
+        self._free -= 1
+        self._held[tenant] = self._held.get(tenant, 0) + 1
+        self._served[tenant] = next(self._turns)
+
+    def _grant(self) -> None:
+        while self._free:
+            eligible = [t for t in self._waiting if self._held.get(t, 0) < self._cap]
+            if not eligible:
+                return
+            tenant = min(eligible, key=lambda t: (self._held.get(t, 0), self._served.get(t, -1)))
+            queue = self._waiting[tenant]
+            waiter = queue.popleft()
+            if not queue:
+                del self._waiting[tenant]
+            if not waiter.done():  # a cancelled waiter forgets itself when it resumes
+                self._take(tenant)
+                waiter.set_result(None)
+
+    def _forget(self, tenant: Hashable, waiter: asyncio.Future[None]) -> None:
+        queue = self._waiting.get(tenant)
+        if queue is not None and waiter in queue:
+            queue.remove(waiter)
+            if not queue:
+                del self._waiting[tenant]
+        if tenant not in self._held and tenant not in self._waiting:
+            self._served.pop(tenant, None)
+
+
+def _server_settings(**timeouts: float | None) -> dict[str, str]:
+    """PostgreSQL settings of each new connection: the timeouts given, in milliseconds."""
+    return {
+        name: str(max(1, round(seconds * 1000))) for name, seconds in timeouts.items() if seconds
+    }
+
+
+def _replace_closed_connections(engine: AsyncEngine) -> None:
+    """Never lend a pooled connection the server has closed (a restart, an idle timeout): the
+    pool opens a new one instead. Costs no round trip: asyncpg knows its socket is gone."""
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _on_checkout(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        if dbapi_conn.driver_connection.is_closed():
+            raise DisconnectionError("the server closed this pooled connection")
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:

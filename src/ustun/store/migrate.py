@@ -62,6 +62,9 @@ async def upgrade(db: Database, revision: str = "head") -> None:
 
     def _upgrade(conn: Connection) -> None:
         if conn.dialect.name == "postgresql":
+            # A migration (and waiting for another process's) may take longer than a request.
+            conn.execute(text("SET LOCAL statement_timeout = 0"))
+            conn.execute(text("SET LOCAL lock_timeout = 0"))
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
         command.upgrade(_config(conn), revision)
 

@@ -138,7 +138,7 @@ class UnitOfWork:
                     await last(alone)
             except BaseException:
                 if conn.in_transaction():
-                    await conn.rollback()
+                    await _roll_back(conn)
                 raise
             if conn.in_transaction():
                 await conn.commit()
@@ -150,6 +150,16 @@ class UnitOfWork:
                 await hook()
             except Exception:
                 log.exception("after-commit hook failed; the transaction itself committed")
+
+
+async def _roll_back(conn: AsyncConnection) -> None:
+    """Roll back after a failure. A connection that cannot (lost mid-transaction, the server
+    shutting down) is invalidated, so the pool never lends it again, and the failure that
+    caused the rollback is the one raised."""
+    try:
+        await conn.rollback()
+    except Exception:
+        await conn.invalidate()
 
 
 def _adapted(conn: AsyncConnection) -> Any:

@@ -14,6 +14,7 @@ from ustun.service.plumbing.accounts import Credential, authenticate, hash_key
 from ustun.service.plumbing.auth_failures import FailureLimiter
 from ustun.service.plumbing.problems import problem_response
 from ustun.store import Database
+from ustun.store.engine import on_behalf_of
 
 REQUEST_ID_HEADER = "x-request-id"
 
@@ -178,4 +179,5 @@ class AuthMiddleware:
             await response(scope, receive, send)
             return
         scope.setdefault("state", {})["account"] = credential.account
-        await self.app(scope, receive, send)
+        with on_behalf_of(credential.account.id):  # a fair share of the write connections
+            await self.app(scope, receive, send)
