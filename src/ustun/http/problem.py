@@ -224,6 +224,33 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "The service cannot reach its database or the schema is not migrated yet.",
         ),
         ProblemType(
+            "database-unavailable",
+            503,
+            "Database unavailable",
+            "The server could not reach its database, or the database closed the connection "
+            "(it may be restarting). Wait for the number of seconds in Retry-After and retry "
+            "with the same Idempotency-Key: a change that did commit is replayed, never applied "
+            "twice.",
+        ),
+        ProblemType(
+            "database-busy",
+            503,
+            "Database busy",
+            "The database did not finish the request in time: a statement ran past "
+            "USTUN_STATEMENT_TIMEOUT, it waited past USTUN_LOCK_TIMEOUT for rows another "
+            "request was changing, or it lost a deadlock. Nothing was committed; wait for the "
+            "number of seconds in Retry-After and retry with the same Idempotency-Key.",
+        ),
+        ProblemType(
+            "insufficient-storage",
+            507,
+            "Insufficient storage",
+            "The disk that holds the database is full (RFC 4918 §11.5), so this change was not "
+            "stored; nothing of it was committed. The `storage` member names what is full. "
+            "Reads and changes that need no more space still work; retry after Retry-After "
+            "seconds, once the operator has made room.",
+        ),
+        ProblemType(
             "internal-error",
             500,
             "Internal server error",

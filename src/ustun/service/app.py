@@ -163,6 +163,8 @@ def create_app(
     )
     app.add_middleware(UrlGuardMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body=settings.max_body)
+    # Outside every middleware that reads the database: an outage is a 503/507, never a 500.
+    app.add_middleware(problems.OutageMiddleware, refused=observed.refused)
     # Outside auth and the URL guard, so that their problems carry it too.
     app.add_middleware(PrefixHeadersMiddleware, prefix="/v1/", headers=API_HEADERS, overwrite=False)
     app.add_middleware(ObserveMiddleware, metrics=observed, openapi=app.openapi)

@@ -2,23 +2,41 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 
+from ustun.clock import rfc3339
 from ustun.http.errors import SchemaOutOfDate
+from ustun.service.operations.metrics import Metrics
 from ustun.service.plumbing.deps import DB
 from ustun.service.plumbing.problems import problem_response
 from ustun.service.specs.openapi import problem_responses
 from ustun.store.migrate import check_current
+from ustun.store.reach import free_bytes
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-async def healthz() -> dict[str, str]:
-    """The process is up and serving."""
-    return {"status": "ok"}
+async def healthz(request: Request, db: DB) -> dict[str, Any]:
+    """The process is up and serving (200 while it is); `degraded` while the database's disk
+    is full, with `storage` saying since when (reads and small writes may still work)."""
+    metrics: Metrics = request.app.state.metrics
+    full = metrics.storage_full()
+    if full is None:
+        return {"status": "ok"}
+    storage: dict[str, Any] = {
+        "status": "full",
+        "since": rfc3339(full.since),
+        "last_refused_at": rfc3339(full.last_refused_at),
+    }
+    free = free_bytes(db)
+    if free is not None:
+        storage["free_bytes"] = free
+    return {"status": "degraded", "storage": storage}
 
 
 @router.get("/readyz", response_model=None, responses=problem_responses("not-ready"))
