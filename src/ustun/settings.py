@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
@@ -118,13 +120,13 @@ class Settings(BaseSettings):
         if value is None:
             return None
         parts = urlsplit(value)
-        if (
-            parts.scheme not in ("http", "https")
-            or not parts.netloc
-            or parts.query
-            or parts.fragment
-        ):
+        if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError("must be an absolute http(s) URL, e.g. https://api.example.com")
+        if parts.query or parts.fragment:
+            raise ValueError(
+                "may not carry a query (?…) or a fragment (#…): it is a base that paths are "
+                "added to, e.g. https://api.example.com/ustun"
+            )
         return value.rstrip("/")
 
     @field_validator("database_url")
@@ -177,6 +179,32 @@ class Settings(BaseSettings):
     def retry_schedule(self) -> tuple[float, ...]:
         """The webhook retry delays as numbers."""
         return tuple(float(p) for p in self.webhook_retry_schedule.split(",") if p.strip())
+
+
+# Unprefixed names other tools read, which ustun reads only as USTUN_<name>.
+_UNPREFIXED = ("DATABASE_URL", "PORT", "SECRET_KEY")
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """A warning for each `USTUN_*` variable that is no setting (with the setting it likely
+    misspells), and for each well-known unprefixed name set where its `USTUN_` one is not."""
+    prefix = "USTUN_"
+    settings = [name.upper() for name in Settings.model_fields]
+    warnings = []
+    for variable in sorted(environ):
+        name = variable.upper()  # read regardless of case
+        if name.startswith(prefix) and name.removeprefix(prefix) not in settings:
+            close = difflib.get_close_matches(name.removeprefix(prefix), settings, n=1)
+            guess = f": did you mean {prefix}{close[0]}?" if close else ""
+            warnings.append(f"{variable} is not a ustun setting and is ignored{guess}")
+    given = {variable.upper() for variable in environ}
+    for name in _UNPREFIXED:
+        if name in environ and prefix + name not in given:
+            warnings.append(
+                f"{name} is set but ignored: ustun reads {prefix}{name} "
+                f"(e.g. {prefix}{name}=${name})"
+            )
+    return warnings
 
 
 def _items(value: str) -> list[str]:
