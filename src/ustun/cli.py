@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import logging
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 try:
     import typer
@@ -35,7 +37,7 @@ from ustun.service.plumbing.accounts import (
     list_keys,
     revoke_key,
 )
-from ustun.settings import Settings, reveal
+from ustun.settings import Settings, reveal, unknown_variables
 from ustun.store import Database
 from ustun.store.migrate import check_current, upgrade
 
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from ustun.webhooks.handlers import Handlers
 
 T = TypeVar("T")
+log = logging.getLogger("ustun.cli")
 
 app = typer.Typer(
     help="ustun: idempotency keys, optimistic concurrency, async jobs and webhooks.",
@@ -53,7 +56,12 @@ keys = typer.Typer(help="Manage API keys.", no_args_is_help=True)
 app.add_typer(keys, name="keys")
 
 
-_settings = preflight.load_settings
+def _settings(**options: Any) -> Settings:
+    """The settings, `options` (not None) over the environment; first, a warning for each
+    variable that looks meant for ustun but is not read."""
+    for warning in unknown_variables(os.environ):
+        typer.echo(f"warning: {warning}", err=True)
+    return preflight.load_settings(**options)
 
 
 def _setup_logging(settings: Settings) -> None:
@@ -74,21 +82,21 @@ async def _database(
     settings: Settings, *, migrate: bool = False, serving: bool = False
 ) -> AsyncIterator[Database]:
     """The database, checked: reachable and its schema current (or `migrate`d); `serving`
-    (serve, worker): also the job modules import and the stored secrets open under the key."""
+    (serve, worker): also the stored secrets open under the key. Only `migrate` creates a
+    SQLite file, and only once every other check passed."""
     db = Database(
         settings.database_url,
         statement_timeout=settings.statement_timeout,
         lock_timeout=settings.lock_timeout,
     )
     try:
-        await preflight.reach(db)
+        preflight.database_file(settings.database_url, create=migrate)
         box = None
         if serving:
-            from ustun.service.runtime.job_loops import import_job_modules
             from ustun.service.runtime.webhook_runtime import secret_box
 
-            import_job_modules(settings)
-            box = secret_box(settings)
+            box = secret_box(settings)  # may write the key file beside a SQLite database
+        await preflight.reach(db)  # opens (so creates) a SQLite file
         await (upgrade if migrate else check_current)(db)
         if box is not None:
             from ustun.service.runtime import secret_keys
@@ -121,14 +129,17 @@ def serve(
     import uvicorn
 
     from ustun.service import create_app
+    from ustun.service.runtime.job_loops import import_job_modules
     from ustun.service.runtime.server import ServerLimits, limited_protocol
 
     settings = _settings(host=host, port=port)
     _setup_logging(settings)
+    listening = preflight.listen_socket(settings.host, settings.port)
+    import_job_modules(settings)
 
     async def serve_forever() -> None:
         async with _database(settings, migrate=migrate, serving=True) as db:
-            listening = preflight.listen_socket(settings.host, settings.port)
+            log.info("serving the database %s", preflight.shown_url(settings.database_url))
             await _bootstrap(db)
             config = uvicorn.Config(
                 create_app(settings, db=db, worker=worker),
@@ -154,10 +165,12 @@ def worker_command(
     concurrency: Annotated[int, typer.Option(min=1, help="Jobs run at once.")] = 4,
 ) -> None:
     """Run background work (jobs, webhook dispatch, sweepers) until SIGTERM or SIGINT."""
+    from ustun.service.runtime.job_loops import job_kinds
     from ustun.service.runtime.worker import Worker
 
     settings = _settings()
     _setup_logging(settings)
+    kinds = job_kinds(settings)  # imports the job modules
 
     async def work() -> None:
         async with _database(settings, serving=True) as db:
@@ -165,11 +178,19 @@ def worker_command(
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
-            worker = Worker(db, settings, concurrency=concurrency)
+            worker = Worker(db, settings, concurrency=concurrency, kinds=kinds)
             # Everything allocated so far (the imported service, some 190,000 objects) lives as
             # long as the process: keep the cyclic collector from re-scanning it on every pass.
             gc.freeze()
+            log.info(
+                "worker started on the database %s: up to %d jobs at once (kinds %s), webhook "
+                "delivery and the sweepers",
+                preflight.shown_url(settings.database_url),
+                concurrency,
+                ", ".join(kinds.names()),
+            )
             await worker.run_until(stop)
+            log.info("worker stopped")
 
     _run(work)
 
@@ -184,7 +205,9 @@ def migrate() -> None:
             pass
 
     _run(migrate_db)
-    typer.echo("database schema is up to date", err=True)
+    typer.echo(
+        f"database schema is up to date: {preflight.shown_url(settings.database_url)}", err=True
+    )
 
 
 @keys.command("create")
@@ -289,15 +312,19 @@ def _listen_secret(option: str | None, settings: Settings) -> str:
 
     text = _secret_option(option, reveal(settings.listen_secret))
     if not text:
-        raise typer.BadParameter(
-            "no signing secret: set USTUN_LISTEN_SECRET, or pipe it in with --secret -",
-            param_hint="--secret",
-        )
+        _refuse("no signing secret: set USTUN_LISTEN_SECRET, or pipe it in with --secret -")
     try:
         verifier(text)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--secret") from None
+        _refuse(f"{'USTUN_LISTEN_SECRET' if option is None else '--secret'} is invalid: {exc}")
     return text
+
+
+def _refuse(message: str) -> NoReturn:
+    """Refuse an option's value as `main` refuses a `ConfigError`: one line, exit code 2 (so
+    also where `app` runs without `main`, as under a test's CliRunner)."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(preflight.EXIT_CONFIG)
 
 
 @app.command()
@@ -312,7 +339,7 @@ def listen(
             show_default=False,
         ),
     ] = None,
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 9000,
+    port: Annotated[int, typer.Option(min=0, max=65_535, help="Port to listen on.")] = 9000,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = DEFAULT_HOST,
 ) -> None:
     """Receive webhooks locally: verify each one and print it."""
@@ -431,9 +458,10 @@ def reconcile(
 
 
 def main() -> None:
-    """Console-script entry point: a configuration mistake is one message and exit code 2."""
+    """Console-script entry point: a refusal is one message, and exit code 2 for a mistake of
+    configuration, 1 for a database schema that is out of date."""
     try:
         app()
     except preflight.REFUSALS as exc:
         typer.echo(f"error: {exc}", err=True)
-        sys.exit(preflight.EXIT_CONFIG)
+        sys.exit(preflight.exit_code(exc))
