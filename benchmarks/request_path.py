@@ -141,7 +141,9 @@ def hand_written(backend: str, tmp: Path, cleanup: ExitStack) -> Server:
 
 def ustun(backend: str, tmp: Path, cleanup: ExitStack) -> Server:
     """`ustun serve --no-worker` on a fresh database, migrated, with a key from `keys create`."""
-    env = {"USTUN_SECRET_KEY": SECRET_KEY}
+    # One account sends every request: its token bucket is checked on each (that cost counts),
+    # at a rate and burst it never reaches.
+    env = {"USTUN_SECRET_KEY": SECRET_KEY, "USTUN_RATE_LIMIT": "1e6", "USTUN_RATE_BURST": "1000000"}
     if backend == "postgresql":
         env["PG_DATABASE"] = _fresh_database(cleanup)
         env["USTUN_DATABASE_URL"] = f"{PG}/{env['PG_DATABASE']}"

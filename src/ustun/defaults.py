@@ -48,6 +48,10 @@ DEFAULT_MAX_STREAMS = 500
 # Failed dashboard logins and bearer checks one client address may make in one window.
 DEFAULT_AUTH_FAILURE_LIMIT = 20
 DEFAULT_AUTH_FAILURE_WINDOW = 60
+# Requests one account may make a second in one `ustun serve` process (a token bucket), in
+# bursts of at most this many; past it 429 `rate-limited`.
+DEFAULT_RATE_LIMIT = 100
+DEFAULT_RATE_BURST = 200
 
 # What `ustun serve` takes from one connection: a request line and headers of at most this
 # many bytes (64 KiB) and header fields (past either: 431), the head within this many seconds

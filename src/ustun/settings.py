@@ -34,6 +34,8 @@ from ustun.defaults import (
     DEFAULT_MAX_STREAMS,
     DEFAULT_MAX_STREAMS_PER_ACCOUNT,
     DEFAULT_PORT,
+    DEFAULT_RATE_BURST,
+    DEFAULT_RATE_LIMIT,
     DEFAULT_SIGNATURE_TOLERANCE,
     DEFAULT_STATEMENT_TIMEOUT,
     DEFAULT_TEST_PINGS_PER_MINUTE,
@@ -41,6 +43,7 @@ from ustun.defaults import (
     DEFAULT_WEBHOOK_RETRY_SCHEDULE,
     DEFAULT_WEBHOOK_TIMEOUT,
 )
+from ustun.http.ratelimit import MAX_SF_INTEGER
 from ustun.store.engine import async_url
 
 MIN_SECRET_KEY_LENGTH = 32
@@ -96,6 +99,10 @@ class Settings(BaseSettings):
     trusted_proxies: str = ""
     auth_failure_limit: int = Field(default=DEFAULT_AUTH_FAILURE_LIMIT, ge=1)
     auth_failure_window: float = Field(default=DEFAULT_AUTH_FAILURE_WINDOW, gt=0)
+    # Requests one account may make a second in one process (0: no limit), in bursts of at most
+    # `rate_burst` (see `ustun.http.ratelimit`).
+    rate_limit: float = Field(default=DEFAULT_RATE_LIMIT, ge=0, allow_inf_nan=False)
+    rate_burst: int = Field(default=DEFAULT_RATE_BURST, ge=1, le=MAX_SF_INTEGER)
     # What `ustun serve` takes from one connection (see `ustun.service.runtime.server`).
     max_header_bytes: int = Field(default=DEFAULT_MAX_HEADER_BYTES, ge=1)
     max_headers: int = Field(default=DEFAULT_MAX_HEADERS, ge=1)

@@ -33,6 +33,7 @@ from ustun.service.plumbing.middleware import (
     AuthMiddleware,
     KeyCache,
     RequestIdMiddleware,
+    RequestRateMiddleware,
     UrlGuardMiddleware,
 )
 from ustun.service.plumbing.observe import ObserveMiddleware
@@ -154,6 +155,10 @@ def create_app(
         problem_base=settings.public_base_url,
     )
     app.add_middleware(MethodsMiddleware, routes=app.routes)
+    if settings.rate_limit:  # inside AuthMiddleware (added after it): it needs the account
+        app.add_middleware(
+            RequestRateMiddleware, rate=settings.rate_limit, burst=settings.rate_burst
+        )
     # Added last, so it runs first: every response, even a 401, carries the request id.
     app.add_middleware(
         AuthMiddleware,

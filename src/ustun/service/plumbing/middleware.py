@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from urllib.parse import unquote_to_bytes
 
 from starlette.datastructures import MutableHeaders
@@ -10,6 +11,8 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ustun import ids, logs
+from ustun.http.ratelimit import RatePolicy, TokenBucket
+from ustun.http.retry_after import format_retry_after
 from ustun.service.plumbing.accounts import Credential, authenticate, hash_key
 from ustun.service.plumbing.auth_failures import FailureLimiter
 from ustun.service.plumbing.problems import problem_response
@@ -75,6 +78,83 @@ def _nul_part(scope: Scope) -> str | None:
     if b"\x00" in unquote_to_bytes(scope.get("query_string", b"")):
         return "query"
     return None
+
+
+MAX_BUCKETS = 10_000
+
+
+class RequestRateMiddleware:
+    """Give each account `rate` requests a second under `prefix`, in bursts of at most `burst`.
+
+    A token bucket per account (`ustun.http.ratelimit`), in this process's memory: each
+    `ustun serve` process counts on its own. It runs inside `AuthMiddleware`, which names the
+    account. Every answer under `prefix` carries `RateLimit-Policy` and `RateLimit`; a request
+    without a token runs nothing and is answered 429 `rate-limited` with `Retry-After`. Past
+    `max_buckets` accounts, those idle long enough to be full again are forgotten (a new bucket
+    is a full one).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        rate: float,
+        burst: int,
+        prefix: str = "/v1/",
+        max_buckets: int = MAX_BUCKETS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.app = app
+        self.policy = RatePolicy(rate, burst)
+        self.prefix = prefix
+        self.max_buckets = max_buckets
+        self._clock = clock
+        self._buckets: dict[str, TokenBucket] = {}
+        self._policy_field = (b"ratelimit-policy", self.policy.policy_field().encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        account = scope.get("state", {}).get("account") if scope["type"] == "http" else None
+        if account is None or not scope["path"].startswith(self.prefix):
+            await self.app(scope, receive, send)
+            return
+        now = self._clock()
+        bucket = self._buckets.get(account.id) or self._new_bucket(account.id, now)
+        decision = bucket.take(self.policy, now)
+        limit = self.policy.limit_field(decision)
+        if not decision.allowed:
+            wait = format_retry_after(decision.wait)
+            response = problem_response(
+                Request(scope),
+                "rate-limited",
+                f"This account may send {self.policy.rate:g} requests a second, in bursts of "
+                f"at most {self.policy.burst}; try again in {wait} s.",
+                headers={
+                    "retry-after": wait,
+                    "ratelimit-policy": self._policy_field[1].decode(),
+                    "ratelimit": limit,
+                },
+            )
+            await response(scope, receive, send)
+            return
+        fields = (self._policy_field, (b"ratelimit", limit.encode()))
+
+        async def send_with_fields(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *fields]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_fields)
+
+    def _new_bucket(self, account_id: str, now: float) -> TokenBucket:
+        if len(self._buckets) >= self.max_buckets:
+            burst = self.policy.burst
+            self._buckets = {
+                held: bucket
+                for held, bucket in self._buckets.items()
+                if bucket.level(self.policy, now) < burst
+            }
+        bucket = self._buckets[account_id] = TokenBucket(self.policy, now)
+        return bucket
 
 
 # How long a process trusts a key it has checked, counted from the read that found it valid: a
