@@ -19,6 +19,9 @@ DEFAULT_LOG_LEVEL = "info"
 # may take it over (the request that held it crashed).
 DEFAULT_IDEMPOTENCY_TTL = 86_400
 DEFAULT_IDEMPOTENCY_LEASE = 30
+# Bytes of stored idempotent answers (headers and body) one account may keep, 100 MiB; past it a
+# new keyed request is 429 `quota-exceeded` until enough of them expire.
+DEFAULT_IDEMPOTENCY_MAX_BYTES = 104_857_600
 
 # Delays before each webhook retry (±20 % jitter): about 3 days in all, then `dead`.
 DEFAULT_WEBHOOK_RETRY_SCHEDULE = (5, 300, 1_800, 7_200, 18_000, 36_000, 50_400, 72_000, 86_400)

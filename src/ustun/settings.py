@@ -18,6 +18,7 @@ from ustun.defaults import (
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_HOST,
     DEFAULT_IDEMPOTENCY_LEASE,
+    DEFAULT_IDEMPOTENCY_MAX_BYTES,
     DEFAULT_IDEMPOTENCY_TTL,
     DEFAULT_JOB_LEASE,
     DEFAULT_JOB_POLL_INTERVAL,
@@ -70,6 +71,8 @@ class Settings(BaseSettings):
     public_url: str | None = None
     idempotency_ttl: float = Field(default=DEFAULT_IDEMPOTENCY_TTL, gt=0)
     idempotency_lease: float = Field(default=DEFAULT_IDEMPOTENCY_LEASE, gt=0)
+    # Bytes of stored idempotent answers one account may keep (0: no limit).
+    idempotency_max_bytes: int = Field(default=DEFAULT_IDEMPOTENCY_MAX_BYTES, ge=0)
     webhook_retry_schedule: str = ",".join(str(s) for s in DEFAULT_WEBHOOK_RETRY_SCHEDULE)
     webhook_timeout: float = Field(default=DEFAULT_WEBHOOK_TIMEOUT, gt=0)
     webhook_allow_private: bool = False

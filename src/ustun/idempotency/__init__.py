@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Any
 from ustun.http.errors import LeaseLost
 from ustun.idempotency.middleware import IdempotencyMiddleware, account_scope
 from ustun.idempotency.policy import Policy, idempotency
-from ustun.idempotency.records import Claim, Claimed, Found, Record, State, StoredResponse
+from ustun.idempotency.records import (
+    Claim,
+    Claimed,
+    Found,
+    OverQuota,
+    Record,
+    State,
+    StoredResponse,
+)
 from ustun.idempotency.sealing import Sealer
 from ustun.idempotency.sql import SqlRecordStore
 from ustun.idempotency.store import RecordStore
@@ -27,6 +35,7 @@ __all__ = [
     "Found",
     "IdempotencyMiddleware",
     "LeaseLost",
+    "OverQuota",
     "Policy",
     "Record",
     "RecordStore",

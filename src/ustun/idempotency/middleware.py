@@ -37,7 +37,7 @@ from ustun.http.idempotency_key import HEADER, parse_idempotency_key
 from ustun.http.problem import MEDIA_TYPE, encode, problem
 from ustun.http.retry_after import format_retry_after
 from ustun.idempotency.policy import Policy, route_policy
-from ustun.idempotency.records import Claimed, Found, Record, State, StoredResponse
+from ustun.idempotency.records import Claimed, Found, OverQuota, Record, State, StoredResponse
 from ustun.idempotency.sealing import Sealer, context, forbids_storing
 from ustun.idempotency.sql import SqlRecordStore
 from ustun.idempotency.store import RecordStore
@@ -69,6 +69,10 @@ class _Discard(Exception):
 
 class _Busy(Exception):
     """Another transaction holds the key (PostgreSQL's advisory lock): answer 409 at once."""
+
+
+class _Full(Exception):
+    """The scope's stored answers are at their quota: refuse this new key, roll back, 429."""
 
 
 class _Taken(Exception):
@@ -303,6 +307,9 @@ class IdempotencyMiddleware:
         claim = await self.store.claim(
             req.scope, req.key, req.fingerprint, lease=self.lease, ttl=self.ttl
         )
+        if isinstance(claim, OverQuota):
+            await self._over_quota(claim, scope, send)
+            return
         if isinstance(claim, Found):
             await self._answer_found(claim.record, req, scope, send)
             return
@@ -344,14 +351,20 @@ class IdempotencyMiddleware:
         claim = None
         if not self.claim_first:
             if not sql.can_lock:
-                settled = await sql.read(req.scope, req.key)
+                settled, full = await sql.read_checked(req.scope, req.key)
                 if _live(settled):
                     await self._answer_found(settled, req, scope, send)
+                    return
+                if full:
+                    await self._over_quota(await sql.over_quota(req.scope), scope, send)
                     return
         else:
             first = await sql.claim(
                 req.scope, req.key, req.fingerprint, lease=self.lease, ttl=self.ttl
             )
+            if isinstance(first, OverQuota):
+                await self._over_quota(first, scope, send)
+                return
             if isinstance(first, Found):
                 await self._answer_found(first.record, req, scope, send)
                 return
@@ -362,13 +375,15 @@ class IdempotencyMiddleware:
             # block, with the record completed in it, or not at all.
             async with sql.db.hold() as held:
                 if claim is None and sql.can_lock:
-                    held_key, found = await sql.lock_in(
+                    held_key, found, full = await sql.lock_in(
                         (await held.begin()).conn, req.scope, req.key
                     )
                     if not held_key:
                         raise _Busy
                     if _live(found):
                         raise _Taken(found)
+                    if full:
+                        raise _Full
                 await self.app(scope, req.receive, capture.send)
                 if capture.status >= 400 or not self._storable(capture.status):
                     raise _Discard
@@ -390,6 +405,9 @@ class IdempotencyMiddleware:
             return
         except _Busy:
             await self._in_progress(scope, send, _STILL_RUNNING, IN_PROGRESS_RETRY_AFTER)
+            return
+        except _Full:
+            await self._over_quota(await sql.over_quota(req.scope), scope, send)
             return
         except _Taken as taken:
             await self._answer_found(taken.record, req, scope, send)
@@ -541,6 +559,20 @@ class IdempotencyMiddleware:
             headers={"retry-after": format_retry_after(wait)},
         )
 
+    async def _over_quota(self, refusal: OverQuota, scope: Scope, send: Send) -> None:
+        """429 `quota-exceeded`: nothing ran; retry once enough stored answers have expired."""
+        _count("over-quota")
+        await self._problem(
+            scope,
+            send,
+            "quota-exceeded",
+            f"The answers stored for this account's Idempotency-Keys hold {refusal.limit} bytes "
+            "or more, its limit: a request with a new key runs once some of them have expired "
+            "(keys already used still replay). Nothing was applied.",
+            headers={"retry-after": format_retry_after(refusal.retry_after)},
+            limit=refusal.limit,
+        )
+
     async def _problem(
         self,
         scope: Scope,
@@ -572,13 +604,12 @@ def _live(record: Record | None) -> TypeGuard[Record]:
 
     A claim whose lease ran out belongs to a dead request: settling takes it over.
     """
-    return record is not None and (
-        record.state is State.COMPLETED or record.locked_until > clock.now()
-    )
+    return record is not None and record.answers(clock.now())
 
 
 def _count(outcome: str) -> None:
-    """Report an outcome (executed, replayed, in-progress, reused) to instrumentation hooks."""
+    """Report an outcome (executed, replayed, in-progress, reused, over-quota) to
+    instrumentation hooks."""
     instrumentation.emit("idempotency", outcome=outcome)
 
 

@@ -93,6 +93,11 @@ class Record:
     locked_until: datetime
     response: StoredResponse | None
 
+    def answers(self, now: datetime) -> bool:
+        """Whether it answers its key at `now`: completed, or claimed by a request whose lease
+        runs (a claim whose lease ran out belongs to a dead request, and may be taken over)."""
+        return self.state is State.COMPLETED or self.locked_until > now
+
 
 @dataclass(frozen=True, slots=True)
 class Claimed:
@@ -108,7 +113,16 @@ class Found:
     record: Record
 
 
-Claim = Claimed | Found
+@dataclass(frozen=True, slots=True)
+class OverQuota:
+    """The scope's stored answers hold `limit` bytes or more: a request with a new key is
+    refused, and may come back in `retry_after` seconds, when some of them will have expired."""
+
+    limit: int
+    retry_after: float
+
+
+Claim = Claimed | Found | OverQuota
 
 
 def new_lease_token() -> str:

@@ -2,6 +2,13 @@
 
 The claim is one upsert: insert the key as in progress, or take the row over when the record
 expired or its holder's lease ran out; the row count (1 or 0) says whether we won.
+
+With `max_bytes`, a scope whose stored answers (headers and body) hold that many bytes is
+refused new keys (`OverQuota`) until enough of them expire; its keys already stored still
+answer. Triggers keep each scope's bytes in `idempotency_usage` (migration 0016) in the same
+transaction as every write of a record; the check reads them in the statement that reads the
+key, so it costs no round trip. Requests under way when the quota is reached still store their
+answers: the quota may be passed by as many answers as there are concurrent requests.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    func,
     or_,
     select,
     text,
@@ -31,6 +39,7 @@ from ustun.idempotency.records import (
     Claim,
     Claimed,
     Found,
+    OverQuota,
     Record,
     State,
     StoredResponse,
@@ -38,11 +47,15 @@ from ustun.idempotency.records import (
     transition,
 )
 from ustun.idempotency.tables import idempotency_records as records
+from ustun.idempotency.tables import idempotency_usage as usage
 from ustun.store import Database
 from ustun.store.migrate import RequiredTables
 from ustun.store.statements import FastRow, Statement
 
 _CLAIM_ATTEMPTS = 3
+# How often the sweeper purges expired records by default: a full scope's bytes come back then.
+DEFAULT_SWEEP_INTERVAL = 60.0
+_RETRY_HINTS = 10_000  # scopes whose refusal's Retry-After a store remembers
 # The states this module writes, from the transition table (looked up once, not per request).
 # A claim's upsert also takes over an in-progress record whose lease ran out: the same state.
 _CLAIMED = transition(State.ABSENT, Change.CLAIM).value
@@ -57,6 +70,11 @@ def _live(scope: str, key: str) -> dict[str, Any]:
 
 def _first(rows: Sequence[Any]) -> Record | None:
     return _record(rows[0]) if rows else None
+
+
+def _found(row: FastRow) -> Record | None:
+    """The record of an outer-joined row, if it found one."""
+    return _record(row) if row.state is not None else None
 
 
 def _record(row: FastRow) -> Record:
@@ -117,28 +135,45 @@ _COMPLETE = Statement(
     )
 )
 
+# A key's live record (if any; an outer join, so there is always one row) and its scope's bytes
+# of stored answers, the sum of their shards.
+_KEY_AND_USAGE = """
+    (SELECT CAST(coalesce(sum(u.bytes), 0) AS BIGINT) FROM idempotency_usage AS u
+     WHERE u.scope = :scope) AS used,
+    r.fingerprint, r.state, r.locked_until, r.status, r.headers, r.body
+    FROM (SELECT 1) AS one
+    LEFT JOIN idempotency_records AS r
+      ON r.scope = :scope AND r.key = :key AND r.expires_at > :now"""
+_KEY_AND_USAGE_COLUMNS = {
+    "used": usage.c.bytes.type,
+    "fingerprint": records.c.fingerprint.type,
+    "state": records.c.state.type,
+    "locked_until": records.c.locked_until.type,
+    "status": records.c.status.type,
+    "headers": records.c.headers.type,
+    "body": records.c.body.type,
+}
+_READ_CHECKED = Statement(
+    text("SELECT" + _KEY_AND_USAGE)
+    .bindparams(bindparam("now", type_=records.c.expires_at.type))
+    .columns(**_KEY_AND_USAGE_COLUMNS)
+)
 # PostgreSQL: take the key's transaction-scoped advisory lock (held until COMMIT/ROLLBACK, or
-# until the session dies) and read its live record, in one statement. A 64-bit hash of the
+# until the session dies) and read as `_READ_CHECKED`, in one statement. A 64-bit hash of the
 # length-prefixed scope and key names the lock: two keys sharing it would only wait on each other.
 _LOCK_AND_READ = Statement(
     text(
         """SELECT pg_try_advisory_xact_lock(hashtextextended(
              length(CAST(:scope AS text)) || ':' || CAST(:scope AS text) || CAST(:key AS text), 0
-           )) AS locked,
-           r.fingerprint, r.state, r.locked_until, r.status, r.headers, r.body
-           FROM (SELECT 1) AS one
-           LEFT JOIN idempotency_records AS r
-             ON r.scope = :scope AND r.key = :key AND r.expires_at > :now"""
+           )) AS locked,"""
+        + _KEY_AND_USAGE
     )
     .bindparams(bindparam("now", type_=records.c.expires_at.type))
-    .columns(
-        locked=Boolean,
-        fingerprint=records.c.fingerprint.type,
-        state=records.c.state.type,
-        locked_until=records.c.locked_until.type,
-        status=records.c.status.type,
-        headers=records.c.headers.type,
-        body=records.c.body.type,
+    .columns(locked=Boolean, **_KEY_AND_USAGE_COLUMNS)
+)
+_OLDEST = Statement(
+    select(func.min(records.c.expires_at).label("oldest")).where(
+        records.c.scope == bindparam("scope")
     )
 )
 
@@ -147,24 +182,55 @@ class SqlRecordStore:
     """Records in the `idempotency_records` table of `db`.
 
     `create_tables` (default: on SQLite only) lets `prepare` migrate a database that lacks it.
+    `max_bytes` (None: no limit) is each scope's quota of bytes of stored answers.
     """
 
-    def __init__(self, db: Database, *, create_tables: bool | None = None) -> None:
+    def __init__(
+        self, db: Database, *, create_tables: bool | None = None, max_bytes: int | None = None
+    ) -> None:
         self.db = db
-        self._tables = RequiredTables(db, records.name, create=create_tables)
+        self._tables = RequiredTables(db, records.name, usage.name, create=create_tables)
         # PostgreSQL can hold a key for the length of a transaction (see `lock_in`).
         self.can_lock = not db.is_sqlite
+        self.max_bytes = max_bytes
+        self._retry_at: dict[str, datetime] = {}  # scope → when its refusals say to come back
+
+    def _full(self, used: int) -> bool:
+        return self.max_bytes is not None and used >= self.max_bytes
 
     async def lock_in(
         self, conn: AsyncConnection, scope: str, key: str
-    ) -> tuple[bool, Record | None]:
+    ) -> tuple[bool, Record | None, bool]:
         """Hold the key until the caller's transaction ends (PostgreSQL), and read its record.
 
-        Returns whether the key is now held, and its live record if any. While held, no other
-        transaction can hold it; a crash releases it with the rolled-back transaction.
+        Returns whether the key is now held, its live record if any, and whether its scope is
+        at its quota (then a new request is refused: `over_quota`). While held, no other
+        transaction can hold the key; a crash releases it with the rolled-back transaction.
         """
-        [row] = await _LOCK_AND_READ.rows(conn, {"scope": scope, "key": key, "now": clock.now()})
-        return bool(row.locked), _record(row) if row.state is not None else None
+        [row] = await _LOCK_AND_READ.rows(conn, _live(scope, key))
+        return bool(row.locked), _found(row), self._full(row.used)
+
+    async def read_checked(self, scope: str, key: str) -> tuple[Record | None, bool]:
+        """A key's live record, if any, and whether its scope is at its quota: one read."""
+        [row] = await _READ_CHECKED.read(self.db, _live(scope, key))
+        return _found(row), self._full(row.used)
+
+    async def over_quota(self, scope: str) -> OverQuota:
+        """The refusal of a new key of `scope`, at its quota: come back once its oldest record
+        has expired and been swept. Looked up at most once a sweep interval per scope (the
+        look-up reads all of the scope's records), then remembered."""
+        if self.max_bytes is None:
+            raise RuntimeError("this store has no quota (max_bytes=None)")
+        now = clock.now()
+        retry_at = self._retry_at.get(scope)
+        if retry_at is None or retry_at <= now:
+            [row] = await _OLDEST.read(self.db, {"scope": scope})
+            expires = now if row.oldest is None else max(row.oldest, now)
+            retry_at = expires + timedelta(seconds=DEFAULT_SWEEP_INTERVAL)
+            if len(self._retry_at) >= _RETRY_HINTS:
+                self._retry_at.clear()
+            self._retry_at[scope] = retry_at
+        return OverQuota(self.max_bytes, (retry_at - now) / timedelta(seconds=1))
 
     async def prepare(self) -> None:
         """Create the table or raise `TablesMissing` with the command to run (once, at startup)."""
@@ -175,6 +241,13 @@ class SqlRecordStore:
     ) -> Claim:
         """Claim in a transaction of its own, committed at once so duplicates see it."""
         async with self.db.unit_of_work() as uow:
+            if self.max_bytes is not None:
+                [row] = await _READ_CHECKED.rows(uow.conn, _live(scope, key))
+                found = _found(row)
+                if found is not None and found.answers(clock.now()):
+                    return Found(found)
+                if self._full(row.used):
+                    return await self.over_quota(scope)
             for _ in range(_CLAIM_ATTEMPTS):
                 now = clock.now()
                 token = new_lease_token()

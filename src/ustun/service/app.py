@@ -141,7 +141,7 @@ def create_app(
     # Inside AuthMiddleware (added after it): keys are scoped by the authenticated account.
     app.add_middleware(
         IdempotencyMiddleware,
-        store=SqlRecordStore(database),
+        store=SqlRecordStore(database, max_bytes=settings.idempotency_max_bytes or None),
         transactional=True,
         prefix="/v1/",
         lease=settings.idempotency_lease,

@@ -85,7 +85,7 @@ _REQUEST_HEADERS: Mapping[str, dict[str, Any]] = {
     "if-match": {
         "description": "The ETag you last read (or `*`); the write happens only if it is current. "
         "A value outside this grammar is 400 `precondition-invalid`.",
-        "schema": {"type": "string", "pattern": _TAG_LIST},
+        "schema": {"type": "string", "pattern": _TAG_LIST, "examples": ['"3.0123456789abcdef"']},
     },
     # `ustun.http.last_event_id`: a decimal below 2**63 (19 digits may exceed it); 400 otherwise.
     "last-event-id": {
@@ -500,7 +500,7 @@ def _problems_of(path: str, operation: dict[str, Any], notes: Notes) -> dict[int
 
     if path.startswith("/v1/"):
         add("unauthorized")
-        add("rate-limited")  # too many failed bearer checks from the caller's address
+        add("rate-limited")  # past the account's request rate, or failed bearer checks
     if "{" in path:
         add("not-found")
     if operation.get("parameters") or operation.get("requestBody"):
@@ -514,6 +514,7 @@ def _problems_of(path: str, operation: dict[str, Any], notes: Notes) -> dict[int
             "idempotency-in-progress",
             "idempotency-key-reused",
             "idempotency-response-unavailable",
+            "quota-exceeded",  # a new key past the account's bytes of stored answers
         ):
             add(slug)
         if notes.idempotency == "required":
