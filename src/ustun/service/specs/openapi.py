@@ -85,7 +85,7 @@ _REQUEST_HEADERS: Mapping[str, dict[str, Any]] = {
     "if-match": {
         "description": "The ETag you last read (or `*`); the write happens only if it is current. "
         "A value outside this grammar is 400 `precondition-invalid`.",
-        "schema": {"type": "string", "pattern": _TAG_LIST, "examples": ['"3.0123456789abcdef"']},
+        "schema": {"type": "string", "pattern": _TAG_LIST},
     },
     # `ustun.http.last_event_id`: a decimal below 2**63 (19 digits may exceed it); 400 otherwise.
     "last-event-id": {
