@@ -9,8 +9,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
@@ -18,7 +18,8 @@ try:
     import typer
 except ModuleNotFoundError:  # `pip install ustun` gives the client only
     sys.stderr.write(
-        "error: the ustun command needs the server extra: pip install 'ustun[server]'\n"
+        "error: the ustun command needs an extra: pip install 'ustun[middleware]' (migrate, "
+        "keys) or 'ustun[server]' (every command)\n"
     )
     sys.exit(2)
 
@@ -27,7 +28,7 @@ except ModuleNotFoundError:  # `pip install ustun` gives the client only
 from ustun import logs, preflight
 from ustun.clock import rfc3339
 from ustun.defaults import DEFAULT_HOST
-from ustun.http.errors import ClientError, TablesMissing
+from ustun.http.errors import ClientError, ConfigError, TablesMissing
 from ustun.service.plumbing.accounts import (
     DEFAULT_ACCOUNT,
     KeyInfo,
@@ -62,6 +63,18 @@ def _settings(**options: Any) -> Settings:
     for warning in unknown_variables(os.environ):
         typer.echo(f"warning: {warning}", err=True)
     return preflight.load_settings(**options)
+
+
+@contextmanager
+def _server_extra(command: str) -> Iterator[None]:
+    """Imports of the reference service: without them installed, one line saying what to do."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"ustun {command} needs the server extra ({exc.name} is not installed): "
+            "pip install 'ustun[server]'"
+        ) from None
 
 
 def _setup_logging(settings: Settings) -> None:
@@ -126,11 +139,12 @@ def serve(
     migrate: Annotated[bool, typer.Option(help="Migrate the database before serving.")] = True,
 ) -> None:
     """Migrate the database, then serve the API (with an embedded worker)."""
-    import uvicorn
+    with _server_extra("serve"):
+        import uvicorn
 
-    from ustun.service import create_app
-    from ustun.service.runtime.job_loops import import_job_modules
-    from ustun.service.runtime.server import ServerLimits, limited_protocol
+        from ustun.service import create_app
+        from ustun.service.runtime.job_loops import import_job_modules
+        from ustun.service.runtime.server import ServerLimits, limited_protocol
 
     settings = _settings(host=host, port=port)
     _setup_logging(settings)
@@ -165,8 +179,9 @@ def worker_command(
     concurrency: Annotated[int, typer.Option(min=1, help="Jobs run at once.")] = 4,
 ) -> None:
     """Run background work (jobs, webhook dispatch, sweepers) until SIGTERM or SIGINT."""
-    from ustun.service.runtime.job_loops import job_kinds
-    from ustun.service.runtime.worker import Worker
+    with _server_extra("worker"):
+        from ustun.service.runtime.job_loops import job_kinds
+        from ustun.service.runtime.worker import Worker
 
     settings = _settings()
     _setup_logging(settings)
@@ -281,8 +296,9 @@ def keys_revoke(
 def rotate_key() -> None:
     """Re-encrypt every stored secret under USTUN_SECRET_KEY, opening what is still sealed
     under USTUN_SECRET_KEY_PREVIOUS; run it once every process has both keys."""
-    from ustun.service.runtime import secret_keys
-    from ustun.service.runtime.webhook_runtime import secret_box
+    with _server_extra("rotate-key"):
+        from ustun.service.runtime import secret_keys
+        from ustun.service.runtime.webhook_runtime import secret_box
 
     settings = _settings()
 
@@ -343,9 +359,10 @@ def listen(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = DEFAULT_HOST,
 ) -> None:
     """Receive webhooks locally: verify each one and print it."""
-    import uvicorn
+    with _server_extra("listen"):
+        import uvicorn
 
-    from ustun.webhooks.listen import app as listen_app
+        from ustun.webhooks.listen import app as listen_app
 
     settings = _settings()
     signing = _listen_secret(secret, settings)

@@ -1,6 +1,6 @@
 """The `ustun` command in a new user's first hour: each mistake is one line that says what to
-do, nothing is created on disk before every check passed, and the database in use is named.
-Real processes throughout.
+do, nothing is created on disk before every check passed, the database in use is named, and
+`ustun migrate` works with `ustun[middleware]` alone. Real processes throughout.
 """
 
 from __future__ import annotations
@@ -10,12 +10,18 @@ import os
 import socket
 import sqlite3
 import subprocess
+import tomllib
+from collections.abc import Iterable
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from sqlalchemy.engine import make_url
 
 from support import (
+    API_KEY,
     USTUN,
     Server,
     UstunProcess,
@@ -26,6 +32,7 @@ from support import (
 
 pytestmark = pytest.mark.e2e
 KEY = os.environ["USTUN_SECRET_KEY"]
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 MISSING_FILE = (
     "error: no SQLite database at {path}: run `ustun migrate` (or `ustun serve`) to create it, "
     "or fix USTUN_DATABASE_URL\n"
@@ -33,13 +40,12 @@ MISSING_FILE = (
 
 
 def _ustun(
-    *args: str, cwd: Path, env: dict[str, str], stdin: str = ""
+    *args: str, cwd: Path, env: dict[str, str], stdin: str = "", path: Iterable[Path] = ()
 ) -> subprocess.CompletedProcess[str]:
-    """`ustun <args>` to its end in `cwd`, in a bare environment plus `env` (and the tree under
-    test)."""
-    bare = {"PATH": "/usr/bin:/bin", "COLUMNS": "200"}
-    if "PYTHONPATH" in os.environ:
-        bare["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    """`ustun <args>` to its end in `cwd`, in a bare environment plus `env`; `path` goes
+    before the tree under test on PYTHONPATH."""
+    python_path = [*map(str, path), *filter(None, [os.environ.get("PYTHONPATH")])]
+    bare = {"PATH": "/usr/bin:/bin", "COLUMNS": "200", "PYTHONPATH": os.pathsep.join(python_path)}
     return subprocess.run(
         [USTUN, *args],
         cwd=cwd,
@@ -224,4 +230,67 @@ def test_listen_refuses_what_is_no_signing_key_in_one_line(
     assert refused.stderr == (
         f"error: {source} is invalid: add the key's prefix: `whsec_` for a secret, `whpk_` for "
         "an ed25519 public key\n"
+    )
+
+
+def _extras() -> dict[str, list[str]]:
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    return {"": project["dependencies"], **project["optional-dependencies"]}
+
+
+def _installed_by(requirements: Iterable[str]) -> set[str]:
+    """The distributions `pip install` of `requirements` brings (markers of this platform)."""
+    ours = _extras()
+    seen: set[tuple[str, str]] = set()
+    todo = list(requirements)
+    while todo:
+        wanted = Requirement(todo.pop())
+        name = canonicalize_name(wanted.name)
+        for extra in ("", *wanted.extras):
+            if (name, extra) in seen:
+                continue
+            seen.add((name, extra))
+            if name == "ustun":
+                todo += ours[extra]
+                continue
+            for text in metadata.requires(wanted.name) or []:
+                marker = Requirement(text).marker
+                if marker.evaluate({"extra": extra}) if marker else not extra:
+                    todo.append(text)
+    return {name for name, _ in seen}
+
+
+def _only_installed(tmp_path: Path, extra: str) -> Path:
+    """A directory for PYTHONPATH whose sitecustomize makes every installed distribution that
+    `pip install 'ustun[extra]'` would not bring unimportable, as if it were not installed."""
+    kept = _installed_by([f"ustun[{extra}]"])
+    modules: dict[str, set[str]] = {}
+    for module, distributions in metadata.packages_distributions().items():
+        modules.setdefault(module, set()).update(map(canonicalize_name, distributions))
+    absent = sorted(m for m, dists in modules.items() if not dists & kept)
+    site = tmp_path / f"only-{extra}"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        f"import sys\nsys.modules.update(dict.fromkeys({absent!r}))\n"
+    )
+    assert {"fastapi", "uvicorn"} <= set(absent)
+    return site
+
+
+def test_migrate_and_keys_work_with_the_middleware_extra_alone(tmp_path: Path) -> None:
+    """The README sends library users to `ustun migrate`, which asked for the server extra."""
+    site = _only_installed(tmp_path, "middleware")
+    env = _sqlite(tmp_path)
+    migrated = _ustun("migrate", cwd=tmp_path, env=env, path=[site])
+    assert migrated.returncode == 0, migrated.stderr
+    assert migrated.stderr == f"database schema is up to date: {env['USTUN_DATABASE_URL']}\n"
+    made = _ustun("keys", "create", cwd=tmp_path, env=env, path=[site])
+    assert made.returncode == 0, made.stderr
+    assert API_KEY.fullmatch(made.stdout.strip())
+
+    served = _ustun("serve", cwd=tmp_path, env=env, path=[site])
+    assert served.returncode == 2
+    assert served.stderr == (
+        "error: ustun serve needs the server extra (uvicorn is not installed): "
+        "pip install 'ustun[server]'\n"
     )

@@ -126,7 +126,8 @@ def test_serve_help_names_the_environment_variables() -> None:
 
 
 def test_client_only_install_says_which_extra_to_install(tmp_path: Path) -> None:
-    """Without the server extra there is no typer: the script says what to install."""
+    """Without the middleware or server extra there is no typer: the script says what to
+    install."""
     (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['typer'] = None\n")
     path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
@@ -139,5 +140,6 @@ def test_client_only_install_says_which_extra_to_install(tmp_path: Path) -> None
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr == (
-        "error: the ustun command needs the server extra: pip install 'ustun[server]'\n"
+        "error: the ustun command needs an extra: pip install 'ustun[middleware]' (migrate, "
+        "keys) or 'ustun[server]' (every command)\n"
     )
