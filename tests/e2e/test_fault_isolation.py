@@ -25,7 +25,7 @@ import pytest
 from support import FIRST_KEY, Server, UstunProcess, free_port, run_ustun, wait_for
 from webhook_support import Receiver, ThreadedReceiver, hold, status, until
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 
 PAYMENTS = 50
 TARPITS = 60
