@@ -1,11 +1,15 @@
-"""Rendering a payments report as CSV, JSON or PDF (fpdf2): rows plus totals per currency."""
+"""Rendering a payments report as CSV, JSON or PDF (fpdf2): rows plus totals per currency.
+
+The rendering runs in the job runner's worker process (`JobContext.offload`): a PDF takes
+1.5 to 2.5 ms of CPU per payment, which on the event loop stopped every request of the server.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -16,36 +20,44 @@ from ustun.clock import rfc3339
 COLUMNS = ("id", "created_at", "amount", "currency", "status")
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
-    """One payment in a report."""
-
-    id: str
-    created_at: datetime
-    amount: int
-    currency: str
-    status: str
-
-
-@dataclass
+@dataclass(slots=True)
 class Report:
-    """A period's payments and their totals per currency (all statuses, minor units)."""
+    """A period's payments, column by column, and their totals per currency (all statuses,
+    minor units).
+
+    Columns of strings and integers because the report is pickled to the process that renders
+    it: that is a few milliseconds of the event loop for 20,000 payments, where a list of rows
+    holding `datetime`s took tens of milliseconds in one go.
+    """
 
     period: str
     generated_at: datetime
-    lines: list[Line] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    created_at: list[str] = field(default_factory=list)  # RFC 3339
+    amounts: list[int] = field(default_factory=list)
+    currencies: list[str] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+
+    def add(self, id: str, created_at: datetime, amount: int, currency: str, status: str) -> None:
+        """Append one payment."""
+        self.ids.append(id)
+        self.created_at.append(rfc3339(created_at))
+        self.amounts.append(amount)
+        self.currencies.append(currency)
+        self.statuses.append(status)
+
+    def rows(self) -> Iterator[tuple[str, str, int, str, str]]:
+        """Each payment's `COLUMNS`, in order."""
+        columns = (self.ids, self.created_at, self.amounts, self.currencies, self.statuses)
+        return zip(*columns, strict=True)
 
     def totals(self) -> list[tuple[str, int, int]]:
         """`(currency, number of payments, sum of amounts)`, by currency."""
         sums: dict[str, tuple[int, int]] = {}
-        for line in self.lines:
-            count, amount = sums.get(line.currency, (0, 0))
-            sums[line.currency] = (count + 1, amount + line.amount)
-        return [(cur, count, amount) for cur, (count, amount) in sorted(sums.items())]
-
-
-def _cells(line: Line) -> Sequence[str]:
-    return (line.id, rfc3339(line.created_at), str(line.amount), line.currency, line.status)
+        for currency, amount in zip(self.currencies, self.amounts, strict=True):
+            count, total = sums.get(currency, (0, 0))
+            sums[currency] = (count + 1, total + amount)
+        return [(cur, count, total) for cur, (count, total) in sorted(sums.items())]
 
 
 def to_csv(report: Report) -> bytes:
@@ -53,7 +65,7 @@ def to_csv(report: Report) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(COLUMNS)
-    writer.writerows(_cells(line) for line in report.lines)
+    writer.writerows(report.rows())
     writer.writerows(("total", "", str(amount), cur, "") for cur, _, amount in report.totals())
     return out.getvalue().encode()
 
@@ -64,14 +76,8 @@ def to_json(report: Report) -> bytes:
         "period": report.period,
         "generated_at": rfc3339(report.generated_at),
         "payments": [
-            {
-                "id": line.id,
-                "created_at": rfc3339(line.created_at),
-                "amount": line.amount,
-                "currency": line.currency,
-                "status": line.status,
-            }
-            for line in report.lines
+            {"id": id, "created_at": at, "amount": amount, "currency": cur, "status": status}
+            for id, at, amount, cur, status in report.rows()
         ],
         "totals": [
             {"currency": cur, "count": count, "amount": amount}
@@ -97,8 +103,8 @@ def to_pdf(report: Report) -> bytes:
     pdf.ln(4)
     with pdf.table(col_widths=(60, 45, 30, 20, 25)) as table:
         table.row(COLUMNS)
-        for line in report.lines:
-            table.row(_cells(line))
+        for id, at, amount, cur, status in report.rows():
+            table.row((id, at, str(amount), cur, status))
     pdf.ln(4)
     with pdf.table(col_widths=(30, 30, 40)) as table:
         table.row(("currency", "payments", "total"))

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from ustun import clock, jobs
 from ustun.service.operations.job_routes import job_url, respond
 from ustun.service.plumbing.deps import DB, CurrentAccount, JobKinds
-from ustun.service.resources.report_formats import FORMATS, Line, Report
+from ustun.service.resources.report_formats import FORMATS, Report
 from ustun.service.resources.schema import payments
 from ustun.service.runtime.webhook_runtime import AppSettings
 
@@ -85,7 +85,8 @@ def register(kinds: jobs.Registry) -> None:
 
 
 async def build_report(ctx: jobs.JobContext) -> jobs.Result:
-    """Read the account's payments of the period page by page, then render the file."""
+    """Read the account's payments of the period page by page, then render the file in the
+    runner's worker process (CPU work that would hold the event loop for seconds)."""
     period, fmt = ctx.payload["period"], FORMATS[ctx.payload["format"]]
     start, end = period_bounds(period)
     where = [
@@ -113,11 +114,12 @@ async def build_report(ctx: jobs.JobContext) -> jobs.Result:
                     .limit(PAGE)
                 )
             ).all()
-        report.lines.extend(Line(*row) for row in rows)
+        for row in rows:
+            report.add(*row)
         if len(rows) < PAGE:
             break
         last_id = rows[-1].id
-        await ctx.progress(90 * len(report.lines) // max(total, 1))
+        await ctx.progress(90 * len(report.ids) // max(total, 1))
     await ctx.progress(90)
     name = f"payments-{period}.{ctx.payload['format']}"
-    return jobs.Result(fmt.render(report), fmt.media_type, name)
+    return jobs.Result(await ctx.offload(fmt.render, report), fmt.media_type, name)
