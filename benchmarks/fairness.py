@@ -39,8 +39,9 @@ from pathlib import Path
 
 import httpx
 
+from jobs import PG, drop_pg_database, fresh_pg_database
+
 USTUN = str(Path(sys.executable).with_name("ustun"))
-PG = os.environ.get("USTUN_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 SECRET_KEY = "benchmark-secret-key-of-at-least-32-characters"
 KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 A_RATE = 20  # A's requests per second
@@ -312,22 +313,11 @@ async def database(backend: str, workdir: Path) -> AsyncIterator[str]:
     if backend == "sqlite":
         yield f"sqlite:///{workdir / 'ustun.db'}"
         return
-    import asyncpg  # only the PostgreSQL rounds need it
-
-    name = f"ustun_fair_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(f"{PG}/postgres")
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
+    name = await fresh_pg_database()
     try:
         yield f"{PG}/{name}"
     finally:
-        admin = await asyncpg.connect(f"{PG}/postgres")
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+        await drop_pg_database(name)
 
 
 def _row(name: str, probe_: Probe) -> str:

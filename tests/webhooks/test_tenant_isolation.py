@@ -21,6 +21,7 @@ from ustun.webhooks.adapters import for_database
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.store import Claim
 from ustun.webhooks.tables import attempts, deliveries, endpoints
 from webhook_support import Receiver, hold, status, until
 
@@ -58,6 +59,25 @@ async def _all(db: Database, event_ids: list[str], wanted: str) -> bool:
     return len(found) == len(event_ids) and set(found) == {wanted}
 
 
+async def _claim(db: Database, accounts: list[str], **options: Any) -> list[Claim]:
+    """A claim that leaves alone every endpoint but those of `accounts` (other tests' too)."""
+    async with db.read() as conn:
+        others = list(
+            await conn.scalars(
+                select(endpoints.c.id).where(endpoints.c.account_id.not_in(accounts))
+            )
+        )
+    now = clock.now()
+    return await for_database(db).claim(
+        db,
+        now=now,
+        lease_until=now + timedelta(seconds=60),
+        token=f"lease_{accounts[0]}",
+        skip=others,
+        **options,
+    )
+
+
 async def test_a_claim_takes_turns_across_accounts(db: Database, box: SecretBox) -> None:
     """An account's older backlog does not fill the claim: the other's newer delivery is in it."""
     busy, quiet = await new_account(db, "busy"), await new_account(db, "quiet")
@@ -66,21 +86,7 @@ async def test_a_claim_takes_turns_across_accounts(db: Database, box: SecretBox)
     await _endpoint(db, box, quiet, URL)
     await _emit(db, busy, 30)  # three deliveries of each event
     (fresh,) = await _emit(db, quiet, 1)
-    async with db.read() as conn:
-        others = list(
-            await conn.scalars(
-                select(endpoints.c.id).where(endpoints.c.account_id.not_in([busy, quiet]))
-            )
-        )
-    now = clock.now()
-    claimed = await for_database(db).claim(
-        db,
-        limit=10,
-        now=now,
-        lease_until=now + timedelta(seconds=60),
-        token="lease_turns",
-        skip=others,
-    )
+    claimed = await _claim(db, [busy, quiet], limit=10)
     assert len(claimed) == 10
     assert fresh in {item.event_id for item in claimed}
 
@@ -93,22 +99,8 @@ async def test_an_account_gets_no_more_than_its_room_in_a_claim(
     await _endpoint(db, box, quiet, URL, max_in_flight=50)
     await _emit(db, busy, 20)
     await _emit(db, quiet, 20)
-    async with db.read() as conn:
-        others = list(
-            await conn.scalars(
-                select(endpoints.c.id).where(endpoints.c.account_id.not_in([busy, quiet]))
-            )
-        )
-    now = clock.now()
-    claimed = await for_database(db).claim(
-        db,
-        limit=40,
-        now=now,
-        lease_until=now + timedelta(seconds=60),
-        token="lease_room",
-        skip=others,
-        account_room={busy: 3, quiet: 0},
-        account_limit=5,
+    claimed = await _claim(
+        db, [busy, quiet], limit=40, account_room={busy: 3, quiet: 0}, account_limit=5
     )
     assert len(claimed) == 3  # `quiet` has no room left; `busy` has three slots
 
