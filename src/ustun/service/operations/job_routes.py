@@ -185,7 +185,7 @@ class _EventStream(StreamingResponse):
 
     def __init__(self, watch: Watch, stream: Stream) -> None:
         super().__init__(
-            _blocks(stream),
+            _blocks(watch, stream),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
@@ -199,23 +199,28 @@ class _EventStream(StreamingResponse):
             self._watch.close(self._stream)
 
 
-async def _blocks(stream: Stream) -> AsyncIterator[str]:
-    """The stream's event blocks, a comment when quiet for `SSE_KEEPALIVE`, to the final state."""
+async def _blocks(watch: Watch, stream: Stream) -> AsyncIterator[str]:
+    """The stream's event blocks, a comment when quiet for `SSE_KEEPALIVE`, to the final state;
+    closed as soon as there is no more, before the body's end goes out (so a client that
+    opens another stream then finds the place free)."""
     first = True
-    while True:
-        try:
-            async with asyncio.timeout(SSE_KEEPALIVE):
-                events = await stream.next()
-        except TimeoutError:
-            yield ": keep-alive\n\n"
-            continue
-        for event in events:
-            yield _sse(event, retry=first)
-            first = False
-            if event.status in jobs.FINAL:
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(SSE_KEEPALIVE):
+                    events = await stream.next()
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+            for event in events:
+                yield _sse(event, retry=first)
+                first = False
+                if event.status in jobs.FINAL:
+                    return
+            if stream.ended:
                 return
-        if stream.ended:
-            return
+    finally:
+        watch.close(stream)
 
 
 @router.get("/{job_id}/events", response_model=None)
