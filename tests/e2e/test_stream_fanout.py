@@ -34,7 +34,7 @@ from ustun.jobs.tables import jobs as jobs_table
 from ustun.service.plumbing.accounts import account_for_key, create_key
 from ustun.store import Database
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 TESTS = str(Path(__file__).resolve().parent.parent)
 JOB_ENV = {
     "USTUN_JOB_MODULES": "job_kinds",
