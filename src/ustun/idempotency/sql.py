@@ -13,6 +13,8 @@ answers: the quota may be passed by as many answers as there are concurrent requ
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,6 +30,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -56,6 +59,14 @@ _CLAIM_ATTEMPTS = 3
 # How often the sweeper purges expired records by default: a full scope's bytes come back then.
 DEFAULT_SWEEP_INTERVAL = 60.0
 _RETRY_HINTS = 10_000  # scopes whose refusal's Retry-After a store remembers
+# A purge deletes expired records in transactions of at most PURGE_BATCH rows (on SQLite, and at
+# most PURGE_BATCH_BYTES of bodies), each meant to hold the write lock (SQLite's, or the rows' on
+# PostgreSQL) for about PURGE_BATCH_SECONDS: the first is small, a quick one doubles the next, a
+# slower one shrinks it.
+PURGE_BATCH = 500
+PURGE_BATCH_BYTES = 1_048_576
+PURGE_FIRST_BATCH = 8
+PURGE_BATCH_SECONDS = 0.02
 # The states this module writes, from the transition table (looked up once, not per request).
 # A claim's upsert also takes over an in-progress record whose lease ran out: the same state.
 _CLAIMED = transition(State.ABSENT, Change.CLAIM).value
@@ -170,6 +181,35 @@ _LOCK_AND_READ = Statement(
     )
     .bindparams(bindparam("now", type_=records.c.expires_at.type))
     .columns(locked=Boolean, **_KEY_AND_USAGE_COLUMNS)
+)
+
+
+# PostgreSQL: the oldest expired records, at most `batch`, none that another purge holds.
+_PURGE = Statement(
+    delete(records).where(
+        tuple_(records.c.scope, records.c.key).in_(
+            select(records.c.scope, records.c.key)
+            .where(records.c.expires_at <= bindparam("now", type_=records.c.expires_at.type))
+            .order_by(records.c.expires_at)
+            .limit(bindparam("batch"))
+            .with_for_update(skip_locked=True)
+        )
+    ),
+    # SQLite: as many of those as fit in `bytes` of bodies (at least one). Deleting a body
+    # reads every page of it to free it, so the bytes bound a batch's time where rows do not.
+    # length() of a body reads only its size.
+    per_dialect={
+        "sqlite": text(
+            """DELETE FROM idempotency_records WHERE rowid IN (
+                SELECT rowid FROM (
+                    SELECT rowid, size,
+                        sum(size) OVER (ORDER BY expires_at, rowid ROWS UNBOUNDED PRECEDING) AS upto
+                    FROM (SELECT rowid, expires_at, coalesce(length(body), 0) AS size
+                          FROM idempotency_records WHERE expires_at <= :now
+                          ORDER BY expires_at LIMIT :batch))
+                WHERE upto - size < :bytes)"""
+        ).bindparams(bindparam("now", type_=records.c.expires_at.type))
+    },
 )
 _OLDEST = Statement(
     select(func.min(records.c.expires_at).label("oldest")).where(
@@ -380,9 +420,25 @@ class SqlRecordStore:
             )
 
     async def purge_expired(self) -> int:
-        """Delete every expired record (they already count as absent); return how many."""
-        async with self.db.unit_of_work() as uow:
-            result = await uow.conn.execute(
-                delete(records).where(records.c.expires_at <= clock.now())
-            )
-            return result.rowcount
+        """Delete the records expired by now (they already count as absent); return how many.
+
+        In transactions of at most PURGE_BATCH rows, sized to hold the write lock for about
+        PURGE_BATCH_SECONDS each, with a pause as long as the last one between them: other
+        writers (and other processes on a SQLite file) get at least half of the time.
+        """
+        now, size, purged = clock.now(), PURGE_FIRST_BATCH, 0
+        while True:
+            async with self.db.unit_of_work() as uow:
+                began = time.monotonic()
+                deleted = await _PURGE.count(
+                    uow.conn, {"now": now, "batch": size, "bytes": PURGE_BATCH_BYTES}
+                )
+            took = time.monotonic() - began
+            purged += deleted
+            if not deleted:
+                return purged
+            if took > PURGE_BATCH_SECONDS:
+                size = max(1, int(size * PURGE_BATCH_SECONDS / took))
+            elif took < PURGE_BATCH_SECONDS / 2:
+                size = min(PURGE_BATCH, size * 2)
+            await asyncio.sleep(took)
