@@ -12,7 +12,9 @@ import asyncio
 import gc
 import json
 import os
+import re
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -26,7 +28,7 @@ import pytest
 from sqlalchemy import delete
 
 from job_kinds import eventually
-from support import Server, problem_of
+from support import Server, problem_of, wait_for
 from ustun import clock, jobs
 from ustun.http.retry_after import parse_retry_after
 from ustun.http.sse_parser import Event, EventStreamParser
@@ -43,6 +45,19 @@ JOB_ENV = {
 }
 STREAMS = 300
 PAYMENTS = 120
+# `ustun serve` that says, once it starts serving, how many objects the collector keeps frozen.
+FREEZE_REPORTING = (
+    sys.executable,
+    "-c",
+    "import gc, sys, uvicorn\n"
+    "from ustun import cli\n"
+    "startup = uvicorn.Server.startup\n"
+    "async def reporting(self, *args, **kwargs):\n"
+    "    print(f'frozen objects: {gc.get_freeze_count()}', file=sys.stderr, flush=True)\n"
+    "    return await startup(self, *args, **kwargs)\n"
+    "uvicorn.Server.startup = reporting\n"
+    "cli.app()\n",
+)
 
 
 class Follower:
@@ -280,3 +295,19 @@ async def test_caps_answer_429_before_any_database_work_and_ended_streams_give_w
     finally:
         server.stop()
         await db.dispose()
+
+
+def test_serve_keeps_what_it_starts_with_out_of_the_collectors_passes(tmp_path: Path) -> None:
+    # Each full pass of the cyclic collector walks every tracked object: beside 300 open
+    # streams (about 250 objects each) over the service's 190,000 it held every request up for
+    # 0.4-1.5 s on PostgreSQL (0.1-0.4 s with those frozen), A's p99 478-491 ms where A alone
+    # had 71-72 ms.
+    database = f"sqlite:///{tmp_path / 'ustun.db'}"
+    server = Server(database, tmp_path / "serve.log", program=FREEZE_REPORTING).start()
+    try:
+        reported = wait_for(
+            lambda: re.search(r"frozen objects: (\d+)", server.output()), what="the report"
+        )
+        assert int(reported.group(1)) > 100_000
+    finally:
+        server.stop()
