@@ -23,9 +23,10 @@ from sqlalchemy import func, insert, select
 from support import BACKENDS, drop_pg_database, make_pg_database, migrate_database
 from ustun import clock
 from ustun.idempotency import Claimed, SqlRecordStore
-from ustun.idempotency.sweeper import checkpoint, sweep
+from ustun.idempotency.sweeper import sweep
 from ustun.idempotency.tables import idempotency_records as records
 from ustun.store import Database
+from ustun.store.wal import checkpoint
 
 A_KEYS = 200
 # B's expired records, oldest group first: (how many, bytes of body). SQLite's DELETE is slow on

@@ -10,48 +10,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sqlite3
 from collections.abc import Awaitable, Callable
 
 from ustun.idempotency.sql import DEFAULT_SWEEP_INTERVAL, SqlRecordStore
-from ustun.store import Database
+from ustun.store.wal import checkpoint
 
 log = logging.getLogger("ustun.idempotency")
-
-# How long the truncating checkpoint waits for a writer to finish, or for readers of an older
-# snapshot, before it gives up until the next sweep: while it waits, new writers wait too.
-CHECKPOINT_BUSY_TIMEOUT = 0.1
 
 
 async def sweep(store: SqlRecordStore) -> int:
     """Purge the expired records, then (SQLite, if any were) checkpoint; return how many."""
     purged = await store.purge_expired()
-    if purged and store.db.is_sqlite:
+    if purged:
         await checkpoint(store.db)
     return purged
-
-
-async def checkpoint(db: Database) -> bool:
-    """Copy SQLite's write-ahead log into the database file and truncate it to nothing.
-
-    First a PASSIVE checkpoint, which copies what it can while writers go on; then a TRUNCATE
-    one, which holds writers off only for what was written meanwhile. Runs on a connection of
-    its own, in a thread. False when the log was busy (it is tried again after the next sweep),
-    or for a database in memory.
-    """
-    path = db.engine.url.database
-    if not path or path == ":memory:":
-        return False
-    return await asyncio.to_thread(_checkpoint, path)
-
-
-def _checkpoint(path: str) -> bool:
-    with contextlib.closing(sqlite3.connect(path, timeout=CHECKPOINT_BUSY_TIMEOUT)) as conn:
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    if busy:
-        log.info("write-ahead log busy: truncated after a later sweep")
-    return not busy
 
 
 def sweeper(
