@@ -147,6 +147,9 @@ async def prepare(service: Service) -> str:
         async def one(n: int) -> None:
             async with sem:
                 answer = await _pay(b, 100 + n)
+                while answer.status_code == 429:  # B's request rate: wait as it says
+                    await asyncio.sleep(float(answer.headers["retry-after"]))
+                    answer = await _pay(b, 100 + n)
                 answer.raise_for_status()
 
         await asyncio.gather(*(one(n) for n in range(B_PAYMENTS)))
