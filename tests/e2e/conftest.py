@@ -80,6 +80,7 @@ def served(module_database: str, tmp_path_factory: pytest.TempPathFactory) -> It
         tmp / "serve.log",
         USTUN_WEBHOOK_ALLOW_PRIVATE="1",
         USTUN_AUTH_FAILURE_LIMIT="1000000",
+        USTUN_RATE_LIMIT="0",  # and it sends far more than an account's request rate
     ).start()
     try:
         key = wait_for(lambda: FIRST_KEY.search(server.output()), what="the first API key")

@@ -445,9 +445,11 @@ def seeded(service: Service) -> Iterator[Seeded]:
 
         def listed() -> list[dict[str, str]] | None:
             data = httpx.get(
-                f"{base}/v1/deliveries", params={"status": "failed"}, headers=auth
+                f"{base}/v1/deliveries", params={"status": "failed", "limit": 100}, headers=auth
             ).json()["data"]
-            return data if len(data) >= 8 else None
+            # Each endpoint's: 4 payments, 3 long types, and the 2 reports' job.completed (the
+            # reports render in the worker's own process, so they come last).
+            return data if len(data) >= 2 * (4 + len(LONG_TYPES) + 2) else None
 
         failed = wait_for(listed, timeout=60, what="the seeded deliveries to fail once")
         yield Seeded(

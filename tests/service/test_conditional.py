@@ -10,7 +10,8 @@ from ustun.service.plumbing.accounts import account_for_key
 from ustun.store import Database
 
 # What only a response with content has, and what differs between any two responses.
-CONTENT = {"content-type", "content-length", "x-request-id", "date"}
+# Besides the body's own headers, RateLimit: its count of requests left moves between the two.
+CONTENT = {"content-type", "content-length", "x-request-id", "date", "ratelimit"}
 
 
 async def _resource(kind: str, client: httpx.AsyncClient, db: Database, api_key: str) -> str:
