@@ -2,9 +2,10 @@
 of a real `ustun serve`, authenticated.
 
 Nothing may be reported but the business refusals the document lists for the operation: a stale
-`If-Match` (412; a malformed one is 400), a write without a precondition (428), an id that is not
-there (404), a state or funds conflict (409), and on writes a 422 (an `Idempotency-Key` that another
-generated request already used, or a business rule no schema states, such as `from` ≠ `to`).
+`If-Match` (412; a malformed one is 400), a write without a precondition (428), an event cursor
+that names no event of the account's feed (400), an id that is not there (404), a state or funds
+conflict (409), and on writes a 422 (an `Idempotency-Key` that another generated request already
+used, or a business rule no schema states, such as `from` ≠ `to`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,15 @@ include-path-regex = '^/v1/(documents|payments|webhook-endpoints)/[^/]+$'
 include-method-regex = "^(PATCH|PUT|DELETE)$"
 checks.positive_data_acceptance.expected-statuses = [
     "2xx", "3xx", "400", "401", "404", "409", "412", "422", "428",
+]
+
+# A cursor is opaque (`evc_` and an event of the account's own feed); one drawn from the pattern
+# names no such event: 400 event-cursor-invalid.
+[[operations]]
+include-path-regex = '^/v1/events$'
+include-method-regex = "^GET$"
+checks.positive_data_acceptance.expected-statuses = [
+    "2xx", "3xx", "400", "401", "404", "409", "412", "428",
 ]
 
 [[operations]]
