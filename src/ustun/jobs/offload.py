@@ -62,9 +62,12 @@ class Offload:
                 raise
 
     def close(self) -> None:
-        """Stop the processes now: whatever still runs there was abandoned by its job."""
+        """Stop the processes now (whatever still runs there was abandoned by its job) and
+        wait for the pool to wind down, which releases its queues' semaphores: a process that
+        exits by its signal (`ustun serve` on SIGTERM) would otherwise leave them to the
+        resource tracker, which warns of leaked semaphores."""
         if self._pool is not None:
-            self._stop(self._pool)
+            self._stop(self._pool, wait=True)
 
     def _current(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -75,9 +78,9 @@ class Offload:
             )
         return self._pool
 
-    def _stop(self, pool: ProcessPoolExecutor) -> None:
-        """Kill `pool`'s processes (`terminate_workers` from Python 3.14 on) and shut it down;
-        the next call starts a new pool."""
+    def _stop(self, pool: ProcessPoolExecutor, *, wait: bool = False) -> None:
+        """Kill `pool`'s processes (`terminate_workers` from Python 3.14 on) and shut it down
+        (`wait`: until its thread has joined them); the next call starts a new pool."""
         if self._pool is pool:
             self._pool = None
         if pool in self._stopped:
@@ -85,4 +88,4 @@ class Offload:
         self._stopped.add(pool)
         for process in list(pool._processes.values()):
             process.kill()
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown(wait=wait, cancel_futures=True)
