@@ -31,7 +31,12 @@ def served(
     module_database: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
     """A real server on the module's database: its base URL and first API key."""
-    server = Server(module_database, tmp_path_factory.mktemp("serve") / "serve.log", "--no-worker")
+    server = Server(
+        module_database,
+        tmp_path_factory.mktemp("serve") / "serve.log",
+        "--no-worker",
+        USTUN_RATE_LIMIT="0",  # one account's racing writers send past its request rate
+    )
     server.start()
     try:
         key = wait_for(lambda: KEY.search(server.output()), what="the first API key").group()
@@ -45,7 +50,12 @@ def twin(
     module_database: str, served: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
     """A second server process on the same database, as in a scale-out: base URL and key."""
-    server = Server(module_database, tmp_path_factory.mktemp("twin") / "serve.log", "--no-worker")
+    server = Server(
+        module_database,
+        tmp_path_factory.mktemp("twin") / "serve.log",
+        "--no-worker",
+        USTUN_RATE_LIMIT="0",
+    )
     server.start()
     try:
         yield server.base_url, served[1]

@@ -98,7 +98,7 @@ async def test_another_tenants_write_starts_while_one_tenants_writes_wait_on_a_r
 ) -> None:
     """Writes of tenant b queued on one row's lock (PostgreSQL) or on SQLite's one writer
     leave tenant a's write its turn: it does not wait behind them."""
-    db = Database(own_database_url, pool_size=2)
+    db = Database(own_database_url, pool_size=4)
     release = asyncio.Event()
     try:
         row = await _new_account(db)
@@ -146,7 +146,7 @@ async def test_another_tenants_write_starts_while_one_tenants_writes_wait_on_a_r
 async def test_reads_that_hold_every_read_connection_leave_writes_theirs(
     own_database_url: str,
 ) -> None:
-    db = Database(own_database_url, pool_size=2)
+    db = Database(own_database_url, pool_size=4)
     try:
         release = asyncio.Event()
         reading = 0

@@ -89,9 +89,11 @@ def async_url(url: str) -> str:
 class Database:
     """The engines plus the rules for starting read and write transactions on them.
 
-    `pool_size` sizes each pool (PostgreSQL: writes up to twice it, reads up to it, each kind
-    of driver connection up to it). `statement_timeout` and `lock_timeout` (seconds; None or
-    0: none) bound every statement and every lock wait on PostgreSQL.
+    `pool_size` is how many write transactions run at once; on PostgreSQL each of the three
+    other kinds of connection (reads, one-statement writes, driver reads) gets half as many, so
+    one process holds at most 2.5 × `pool_size` connections (25 by default: a few processes
+    fit in PostgreSQL's default of 100). `statement_timeout` and `lock_timeout` (seconds;
+    None or 0: none) bound every statement and every lock wait on PostgreSQL.
     """
 
     def __init__(
@@ -107,6 +109,7 @@ class Database:
         self.is_sqlite = self.url.startswith("sqlite")
         path = make_url(self.url).database
         in_memory = self.is_sqlite and (path in (None, "", ":memory:") or "mode=memory" in self.url)
+        half = max(1, pool_size // 2)
         timeouts = _server_settings(statement_timeout=statement_timeout, lock_timeout=lock_timeout)
         if self.is_sqlite:
             options: dict[str, Any] = {
@@ -121,12 +124,9 @@ class Database:
         else:
             options = {"echo": echo, "connect_args": {"server_settings": timeouts}}
             self.engine = create_async_engine(
-                self.url, pool_size=pool_size, max_overflow=pool_size, **options
+                self.url, pool_size=pool_size, max_overflow=0, **options
             )
-            half = max(1, pool_size // 2)
-            self._reads = create_async_engine(
-                self.url, pool_size=half, max_overflow=half, **options
-            )
+            self._reads = create_async_engine(self.url, pool_size=half, max_overflow=0, **options)
         self._reader = self._reads.execution_options(
             **({_AUTOCOMMIT: True} if self.is_sqlite else {"isolation_level": "AUTOCOMMIT"})
         )
@@ -136,13 +136,13 @@ class Database:
             if self.is_sqlite
             else self._reads.execution_options(isolation_level="REPEATABLE READ")
         )
-        self._shares = FairShares(1 if self.is_sqlite else 2 * pool_size)
+        self._shares = FairShares(1 if self.is_sqlite else pool_size)
         # PostgreSQL's driver connections: one-statement writes, and reads, each their own.
         self._autocommit: AutocommitPool | None = None
         self._driver_reads: AutocommitPool | None = None
         if not self.is_sqlite:
-            self._autocommit = AutocommitPool(self.dsn, pool_size, server_settings=timeouts)
-            self._driver_reads = AutocommitPool(self.dsn, pool_size, server_settings=timeouts)
+            self._autocommit = AutocommitPool(self.dsn, half, server_settings=timeouts)
+            self._driver_reads = AutocommitPool(self.dsn, half, server_settings=timeouts)
         self._sqlite_readers = (
             SqliteReaders(path, _SQLITE_READERS, SQLITE_BUSY_TIMEOUT_MS)
             if self.is_sqlite and path and not in_memory
@@ -280,7 +280,7 @@ class FairShares:
 
     def __init__(self, size: int) -> None:
         self._free = size
-        self._cap = max(1, size - size // 4)
+        self._cap = max(1, size * 3 // 4)
         self._held: dict[Hashable, int] = {}
         self._waiting: dict[Hashable, deque[asyncio.Future[None]]] = {}
         self._served: dict[Hashable, int] = {}  # tenant → turn of its latest slot
