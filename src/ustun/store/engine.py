@@ -91,7 +91,7 @@ class Database:
 
     `pool_size` is how many write transactions run at once; on PostgreSQL each of the three
     other kinds of connection (reads, one-statement writes, driver reads) gets half as many, so
-    one process holds at most 2.5 × `pool_size` connections (25 by default: a few processes
+    one process holds at most 2.5 x `pool_size` connections (25 by default: a few processes
     fit in PostgreSQL's default of 100). `statement_timeout` and `lock_timeout` (seconds;
     None or 0: none) bound every statement and every lock wait on PostgreSQL.
     """
