@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import settings
 
 from support import BACKENDS, drop_pg_database, make_pg_database, migrate_database
 from ustun.service import create_app
@@ -23,6 +24,11 @@ from ustun.store import Database
 # Webhook secrets are encrypted under this key; PostgreSQL refuses to start without one.
 # Set in the environment so in-process apps and `ustun` subprocesses all share it.
 os.environ.setdefault("USTUN_SECRET_KEY", "test-only-secret-key-0123456789abcdef")
+
+# Property tests check what is computed, not how fast: no per-example deadline, which a loaded
+# machine running the suite four-wide would otherwise break.
+settings.register_profile("ustun", deadline=None)
+settings.load_profile("ustun")
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ except ModuleNotFoundError:  # `pip install ustun` gives the client only
 from ustun import logs, preflight
 from ustun.clock import rfc3339
 from ustun.defaults import DEFAULT_HOST
-from ustun.http.errors import ClientError, ConfigError, TablesMissing
+from ustun.errors import ClientError, ConfigError, TablesMissing
 from ustun.service.plumbing.accounts import (
     DEFAULT_ACCOUNT,
     KeyInfo,

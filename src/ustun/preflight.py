@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
-from ustun.http.errors import ConfigError, SchemaOutOfDate, SecretKeyError, UstunError
+from ustun.errors import ConfigError, SchemaOutOfDate, SecretKeyError, UstunError
 from ustun.settings import Settings
 from ustun.store.reach import reach, reason
 

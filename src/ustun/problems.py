@@ -27,7 +27,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from ustun.http.errors import (
+from ustun.errors import (
     GuardRejected,
     ProblemError,
     RepeatedHeaders,

@@ -44,9 +44,9 @@ def _imports(path: Path) -> set[str]:
 @pytest.mark.parametrize(
     ("layer", "allowed"),
     [
-        ("client", ("ustun.defaults", "ustun.http", "ustun.client", "httpx")),
+        ("client", ("ustun.defaults", "ustun.errors", "ustun.http", "ustun.client", "httpx")),
         # ed25519 (`v1a`) signing is arithmetic, not I/O: `cryptography`, imported on first use.
-        ("http", ("ustun.defaults", "ustun.http", "cryptography")),
+        ("http", ("ustun.defaults", "ustun.errors", "ustun.http", "cryptography")),
     ],
 )
 def test_a_layer_imports_only_what_it_may(layer: str, allowed: tuple[str, ...]) -> None:
@@ -62,6 +62,16 @@ def test_a_layer_imports_only_what_it_may(layer: str, allowed: tuple[str, ...]) 
 
 def test_the_defaults_import_nothing_so_that_every_layer_may_import_them() -> None:
     assert _imports(PACKAGE / "defaults.py") <= {"__future__"}
+
+
+def test_the_errors_import_nothing_of_ustun_so_that_every_layer_may_raise_them() -> None:
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, ustun.errors; print(*sorted(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert [m for m in loaded if m.startswith("ustun.")] == ["ustun.errors"]
 
 
 # The reference service's stack: `ustun[server]` only, never needed by the library.

@@ -17,7 +17,7 @@ from ustun.concurrency import (
     insert_if_absent,
     new_generation,
 )
-from ustun.http.errors import NotFoundError, PreconditionFailedError
+from ustun.errors import NotFoundError, PreconditionFailedError
 from ustun.http.preconditions import Preconditions
 from ustun.service.resources.schema import documents
 from ustun.store import Database

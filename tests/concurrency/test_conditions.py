@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ustun.concurrency import Preconditions, Version, conditional_read, failed, require_if_match
-from ustun.http.errors import PreconditionFailedError, PreconditionRequiredError
+from ustun.errors import PreconditionFailedError, PreconditionRequiredError
 from ustun.http.preconditions import Validators
 
 CURRENT = Validators(Version(3, "0123456789abcdef").etag)

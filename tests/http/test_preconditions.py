@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from ustun.errors import InvalidPrecondition
 from ustun.http.dates import format_http_date
-from ustun.http.errors import InvalidPrecondition
 from ustun.http.etag import MAX_LIST_TAGS, EntityTag, EntityTagMatch
 from ustun.http.preconditions import (
     NotModified,

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import insert, select, update
 
 from ustun import clock
-from ustun.http.errors import ProblemError
+from ustun.errors import ProblemError
 from ustun.http.fingerprint import fingerprint
 from ustun.idempotency import Claimed, IdempotencyMiddleware, SqlRecordStore, StoredResponse
 from ustun.idempotency.tables import idempotency_records

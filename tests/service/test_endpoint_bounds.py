@@ -9,7 +9,7 @@ import uuid
 import httpx
 import pytest
 
-from ustun.http.errors import ProblemError
+from ustun.errors import ProblemError
 from ustun.http.etag import EntityTagMatch
 from ustun.http.preconditions import Preconditions
 from ustun.service.plumbing.accounts import account_for_key, create_key

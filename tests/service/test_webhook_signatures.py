@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from ustun.http.errors import InvalidSignature
+from ustun.errors import InvalidSignature
 from ustun.http.signature import SigningKey
 from ustun.settings import Settings
 from ustun.store import Database

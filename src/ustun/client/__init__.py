@@ -9,13 +9,13 @@ with Client(base_url="http://127.0.0.1:8000", api_key=KEY) as api:
     job = api.wait(api.post("/v1/reports", json={"period": "2026", "format": "csv"}))
 ```
 
-Imports only `ustun.http` and httpx, so `pip install ustun` (no server extra) is enough.
+Imports only `ustun.errors`, `ustun.http` and httpx, so `pip install ustun` (no server extra)
+is enough.
 """
 
 from ustun.client._client import AsyncClient, Client
-from ustun.client._flows import FINAL_STATUSES, UPDATE_ATTEMPTS, WAIT_TIMEOUT
-from ustun.http.backoff import Backoff
-from ustun.http.errors import (
+from ustun.client._flows import FINAL_STATUSES, UPDATE_ATTEMPTS, WAIT_TIMEOUT, api_error
+from ustun.errors import (
     ApiError,
     ClientError,
     RetriesExhausted,
@@ -23,6 +23,7 @@ from ustun.http.errors import (
     UstunError,
     WaitTimeout,
 )
+from ustun.http.backoff import Backoff
 from ustun.http.problem import Problem
 
 __all__ = [
@@ -39,4 +40,5 @@ __all__ = [
     "UpdateConflict",
     "UstunError",
     "WaitTimeout",
+    "api_error",
 ]

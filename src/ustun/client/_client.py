@@ -27,8 +27,8 @@ from ustun.client._flows import (
     wait_flow,
 )
 from ustun.client._retry import Attempts, add_idempotency_key, needs_body
+from ustun.errors import ClientError
 from ustun.http.backoff import Backoff
-from ustun.http.errors import ClientError
 from ustun.http.sse_parser import EventStreamParser
 
 T = TypeVar("T")

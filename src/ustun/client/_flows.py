@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ustun.http.errors import ApiError, UpdateConflict, WaitTimeout
+from ustun.errors import ApiError, UpdateConflict, WaitTimeout
 from ustun.http.merge_diff import MEDIA_TYPE as MERGE_PATCH
 from ustun.http.merge_diff import merge_diff
 from ustun.http.problem import parse_problem
@@ -98,7 +98,7 @@ def update_flow(
     for _ in range(attempts):
         current: httpx.Response = yield build("GET", url)
         if current.status_code != 200:
-            raise ApiError.from_response(current, f"GET {url} failed")
+            raise api_error(current, f"GET {url} failed")
         etag = current.headers.get("etag")
         if etag is None:
             raise ApiError(f"GET {url} sent no ETag: it cannot be updated safely", response=current)
@@ -114,7 +114,7 @@ def update_flow(
         if written.status_code != 412:
             if written.is_success:
                 return written.json() if written.content else after
-            raise ApiError.from_response(written, f"{method} {url} failed")
+            raise api_error(written, f"{method} {url} failed")
         lost = written
     assert lost is not None
     problem = parse_problem(lost.headers.get("content-type"), lost.content)
@@ -130,7 +130,7 @@ def job_url(target: str | httpx.URL | httpx.Response) -> str:
     if not isinstance(target, httpx.Response):
         return str(target)
     if target.is_error:
-        raise ApiError.from_response(target, f"{target.request.method} {target.request.url} failed")
+        raise api_error(target, f"{target.request.method} {target.request.url} failed")
     location = target.headers.get("location")
     if location is None:
         raise ValueError(f"a {target.status_code} response without Location names no job")
@@ -170,7 +170,7 @@ def wait_flow(
         if polled.status_code == 200:
             job, etag = polled.json(), polled.headers.get("etag", "")
         elif polled.status_code != 304:
-            raise ApiError.from_response(polled, f"GET {url} failed")
+            raise api_error(polled, f"GET {url} failed")
         if isinstance(job, dict) and job.get("status") in FINAL_STATUSES:
             return job
         remaining = deadline - clock()
@@ -190,3 +190,12 @@ def _final_event(event: Event) -> bool:
     except ValueError:
         return False
     return isinstance(data, dict) and data.get("status") in FINAL_STATUSES
+
+
+def api_error(response: httpx.Response, message: str) -> ApiError:
+    """The error for an error `response`, its problem details parsed: `message (status): detail`."""
+    problem = parse_problem(response.headers.get("content-type"), response.content)
+    detail = f": {problem.detail}" if problem and problem.detail else ""
+    return ApiError(
+        f"{message} ({response.status_code}){detail}", problem=problem, response=response
+    )

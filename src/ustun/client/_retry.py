@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import httpx
 
+from ustun.errors import RetriesExhausted
 from ustun.http.backoff import RETRY_STATUSES, Backoff, decide
-from ustun.http.errors import RetriesExhausted
 from ustun.http.problem import Problem, parse_problem
 from ustun.http.retry_after import parse_retry_after
 

@@ -15,7 +15,7 @@ from ustun.concurrency.cas import (
 )
 from ustun.concurrency.conditions import conditional_read, failed, require_if_match
 from ustun.concurrency.versions import Version, new_generation
-from ustun.http.errors import GuardRejected
+from ustun.errors import GuardRejected
 from ustun.http.preconditions import Preconditions
 
 __all__ = [

@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.concurrency.conditions import failed
 from ustun.concurrency.versions import Version
-from ustun.http.errors import GuardRejected, NotFoundError
+from ustun.errors import GuardRejected, NotFoundError
 from ustun.http.etag import EntityTag, EntityTagMatch
 from ustun.http.preconditions import (
     IF_MATCH,

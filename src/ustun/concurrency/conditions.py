@@ -6,7 +6,7 @@ raise the problems of `ustun.errors`, and never touch a framework or a database.
 
 from __future__ import annotations
 
-from ustun.http.errors import PreconditionFailedError, PreconditionRequiredError
+from ustun.errors import PreconditionFailedError, PreconditionRequiredError
 from ustun.http.preconditions import (
     IF_MATCH,
     IF_NONE_MATCH,

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ustun.http.errors import InvalidIdempotencyKey
+from ustun.errors import InvalidIdempotencyKey
 
 HEADER = "idempotency-key"
 MAX_LENGTH = 255

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ustun.http.errors import InvalidLastEventId
+from ustun.errors import InvalidLastEventId
 
 HEADER = "last-event-id"
 # Exclusive: ids are compared with BIGINT-sized columns; 2**63 overflows the drivers.

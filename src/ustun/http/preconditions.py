@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from ustun.errors import InvalidPrecondition
 from ustun.http.dates import parse_http_date
-from ustun.http.errors import InvalidPrecondition
 from ustun.http.etag import MAX_LIST_TAGS, EntityTag, EntityTagMatch
 
 IF_MATCH: Final = "if-match"

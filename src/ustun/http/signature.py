@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
-from ustun.http.errors import InvalidSignature, MissingHeaders, TimestampOutOfRange
+from ustun.errors import InvalidSignature, MissingHeaders, TimestampOutOfRange
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (

@@ -9,7 +9,7 @@ of a `Cache-Control: no-store` response encrypted.
 
 from typing import TYPE_CHECKING, Any
 
-from ustun.http.errors import LeaseLost
+from ustun.errors import LeaseLost
 from ustun.idempotency.middleware import IdempotencyMiddleware, account_scope
 from ustun.idempotency.policy import Policy, idempotency
 from ustun.idempotency.records import (

@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ustun import clock, instrumentation
 from ustun.defaults import DEFAULT_IDEMPOTENCY_LEASE, DEFAULT_IDEMPOTENCY_TTL
-from ustun.http.errors import InvalidIdempotencyKey, LeaseLost, UstunError
+from ustun.errors import InvalidIdempotencyKey, LeaseLost, UstunError
 from ustun.http.fingerprint import fingerprint, matches
 from ustun.http.idempotency_key import HEADER, parse_idempotency_key
 from ustun.http.problem import MEDIA_TYPE, encode, problem

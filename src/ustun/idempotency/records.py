@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from ustun.http.errors import IllegalTransition
+from ustun.errors import IllegalTransition
 
 
 class State(StrEnum):

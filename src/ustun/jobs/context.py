@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, TypeVarTuple
 
-from ustun.http.errors import JobCancelled, LeaseLost
+from ustun.errors import JobCancelled, LeaseLost
 from ustun.jobs.offload import Offload
 from ustun.jobs.records import Job
 from ustun.jobs.store import JobStore

@@ -13,7 +13,7 @@ from typing import Any
 
 from ustun import clock, ids
 from ustun.defaults import DEFAULT_JOB_MAX_ATTEMPTS
-from ustun.http.errors import ProblemError
+from ustun.errors import ProblemError
 from ustun.http.retry_after import format_retry_after
 from ustun.jobs import states, wakeup
 from ustun.jobs.adapters import store_for

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ustun.http.errors import TransientError
+from ustun.errors import TransientError
 from ustun.jobs.records import Job, Result
 from ustun.jobs.store import FinalHook
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from ustun import ids
 from ustun.defaults import DEFAULT_JOB_LEASE, DEFAULT_JOB_POLL_INTERVAL, DEFAULT_JOB_RETRY_BASE
+from ustun.errors import JobCancelled, LeaseLost, ProblemError
 from ustun.http.backoff import TWENTY_PERCENT_JITTER, backoff
-from ustun.http.errors import JobCancelled, LeaseLost, ProblemError
 from ustun.http.problem import problem
 from ustun.jobs import states, wakeup
 from ustun.jobs.adapters import store_for

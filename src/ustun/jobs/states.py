@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final, Literal
 
-from ustun.http.errors import IllegalTransition
+from ustun.errors import IllegalTransition
 
 
 class JobStatus(StrEnum):

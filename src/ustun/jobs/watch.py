@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ustun.http.errors import ProblemError
+from ustun.errors import ProblemError
 from ustun.http.retry_after import format_retry_after
 from ustun.jobs import states
 from ustun.jobs.records import Job, JobEvent

@@ -11,7 +11,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
 
-from ustun.http.errors import SchemaOutOfDate, TablesMissing
+from ustun.errors import SchemaOutOfDate, TablesMissing
 from ustun.store.engine import Database
 from ustun.store.uow import WRITE_OPTION
 

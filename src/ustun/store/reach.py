@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 
-from ustun.http.errors import ConfigError
+from ustun.errors import ConfigError
 from ustun.store.engine import Database
 
 _PG_DEFAULT_PORT = 5432

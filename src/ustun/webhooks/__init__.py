@@ -12,7 +12,7 @@ The provider (outbox, dispatcher) and the Starlette receiver live in submodules 
 
 from typing import Any
 
-from ustun.http.errors import (
+from ustun.errors import (
     InvalidSignature,
     MissingHeaders,
     RepeatedHeaders,

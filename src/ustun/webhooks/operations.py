@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from yarl import URL
 
 from ustun import clock
-from ustun.http.errors import ProblemError
+from ustun.errors import ProblemError
 from ustun.http.preconditions import Preconditions
 from ustun.http.signature import Signer
 from ustun.store import Database

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from ustun import clock
-from ustun.http.errors import ProblemError
+from ustun.errors import ProblemError
 from ustun.http.retry_after import format_retry_after
 from ustun.store import UnitOfWork
 from ustun.webhooks.adapters import for_connection

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
-from ustun.http.errors import SignatureError
+from ustun.errors import SignatureError
 from ustun.http.signature import Verifier, verifiers
 from ustun.problems import problem_of, problem_response
 from ustun.webhooks.handlers import DEFAULT_ATTEMPTS, DEFAULT_BACKOFF, Handler, Handlers

@@ -19,9 +19,8 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from ustun.client import AsyncClient
+from ustun.client import AsyncClient, api_error
 from ustun.clock import rfc3339
-from ustun.http.errors import ApiError
 from ustun.webhooks.cursors import CursorStore, cursors_beside
 from ustun.webhooks.handlers import Handlers
 from ustun.webhooks.inbox import Inbox
@@ -109,7 +108,7 @@ class Reconciler:
     async def _page(self, api: AsyncClient, params: dict[str, Any]) -> dict[str, Any]:
         response = await api.get(FEED, params=params)
         if response.is_error:
-            raise ApiError.from_response(response, f"GET {self.base_url}{FEED} failed")
+            raise api_error(response, f"GET {self.base_url}{FEED} failed")
         page: dict[str, Any] = response.json()
         return page
 

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from sqlalchemy.engine import make_url
 
-from ustun.http.errors import SecretKeyError
+from ustun.errors import SecretKeyError
 
 _INFO = b"ustun webhook signing secrets v1"
 _NONCE_BYTES = 12

@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING, Literal
 
-from ustun.http.errors import IllegalTransition
+from ustun.errors import IllegalTransition
 
 
 class Status(StrEnum):

@@ -20,7 +20,7 @@ import aiohttp
 from yarl import URL
 
 from ustun import __version__
-from ustun.http.errors import RefusedAddress
+from ustun.errors import RefusedAddress
 from ustun.webhooks.addresses import address_refusal, url_refusal
 
 RESPONSE_EXCERPT = 4096

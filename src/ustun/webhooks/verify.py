@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
-from ustun.http.errors import InvalidSignature, RepeatedHeaders
+from ustun.errors import InvalidSignature, RepeatedHeaders
 from ustun.http.signature import (
     ID_HEADER,
     SIGNATURE_HEADER,

@@ -39,7 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.selectable import NamedFromClause
 
 from ustun import clock
-from ustun.http.errors import LeaseLost
+from ustun.errors import LeaseLost
 from ustun.http.problem import problem
 from ustun.jobs import states
 from ustun.jobs.records import Job, JobEvent, Result

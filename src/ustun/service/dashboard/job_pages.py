@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from ustun import jobs
-from ustun.http.errors import NotFoundError, ProblemError
+from ustun.errors import NotFoundError, ProblemError
 from ustun.service.dashboard.web import LoggedIn, Posting, Viewer, page, see_other
 from ustun.service.operations import job_routes
 from ustun.service.plumbing.deps import DEFAULT_PAGE

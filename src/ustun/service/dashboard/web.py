@@ -11,7 +11,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 
 from ustun.clock import rfc3339
-from ustun.http.errors import ProblemError, UstunError
+from ustun.errors import ProblemError, UstunError
 from ustun.service.dashboard.session import CSRF_FIELD, Session, SessionCodec, session_account
 from ustun.service.plumbing.accounts import Account
 

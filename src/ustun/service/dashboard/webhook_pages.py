@@ -16,8 +16,8 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from ustun.concurrency import validators
+from ustun.errors import PreconditionFailedError, ProblemError
 from ustun.http.dates import parse_rfc3339
-from ustun.http.errors import PreconditionFailedError, ProblemError
 from ustun.http.etag import EntityTagMatch
 from ustun.http.preconditions import Preconditions
 from ustun.service.dashboard.web import LoggedIn, Posting, Viewer, page, see_other

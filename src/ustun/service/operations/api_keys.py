@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 from sqlalchemy import Row, select
 
 from ustun.clock import rfc3339, rfc3339_or_none
-from ustun.http.errors import ProblemError
+from ustun.errors import ProblemError
 from ustun.idempotency import idempotency
 from ustun.idempotency.sealing import CACHE_CONTROL, NO_STORE
 from ustun.service.plumbing.accounts import issue_key, revoke_key

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 
 from ustun.clock import rfc3339
-from ustun.http.errors import SchemaOutOfDate
+from ustun.errors import SchemaOutOfDate
 from ustun.service.operations.metrics import Metrics
 from ustun.service.plumbing.deps import DB
 from ustun.service.plumbing.problems import problem_response

@@ -15,7 +15,7 @@ from starlette.types import Receive, Scope, Send
 from ustun import clock, jobs
 from ustun.clock import rfc3339, rfc3339_or_none
 from ustun.concurrency import Version
-from ustun.http.errors import NotFoundError
+from ustun.errors import NotFoundError
 from ustun.http.last_event_id import parse_last_event_id
 from ustun.http.preconditions import Validators
 from ustun.jobs.tables import jobs as jobs_table

@@ -11,7 +11,7 @@ from sqlalchemy import Row
 
 from ustun.clock import rfc3339
 from ustun.concurrency import Version, validators
-from ustun.http.errors import ProblemError
+from ustun.errors import ProblemError
 from ustun.service.operations.webhook_deliveries import render as render_delivery
 from ustun.service.operations.webhook_events import render_event
 from ustun.service.plumbing.bodies import INTEGRAL_FLOAT, Moment

@@ -10,7 +10,7 @@ from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.clock import rfc3339
-from ustun.http.errors import ProblemError
+from ustun.errors import ProblemError
 from ustun.service.plumbing.bodies import Moment
 from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.plumbing.pagination import page

@@ -16,7 +16,7 @@ import ipaddress
 import time
 from collections.abc import Callable
 
-from ustun.http.errors import ProblemError
+from ustun.errors import ProblemError
 from ustun.http.retry_after import format_retry_after
 
 MAX_TRACKED = 10_000

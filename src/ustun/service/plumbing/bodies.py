@@ -17,8 +17,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
+from ustun.errors import ProblemError
 from ustun.http.dates import RFC3339_EXAMPLE, parse_rfc3339
-from ustun.http.errors import ProblemError
 
 M = TypeVar("M", bound=BaseModel)
 

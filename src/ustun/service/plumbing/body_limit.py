@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ustun.http.errors import UstunError
+from ustun.errors import UstunError
 from ustun.service.plumbing.problems import problem_response
 
 

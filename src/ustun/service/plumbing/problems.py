@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ustun.http.errors import ProblemError
+from ustun.errors import ProblemError
 from ustun.http.problem import CATALOGUE, MEDIA_TYPE, ProblemType, encode, problem
 from ustun.http.retry_after import format_retry_after
 from ustun.service.plumbing.bodies import unreadable

@@ -26,7 +26,7 @@ from ustun.concurrency import (
     require_if_match,
     validators,
 )
-from ustun.http.errors import NotFoundError
+from ustun.errors import NotFoundError
 from ustun.http.preconditions import IF_MATCH
 from ustun.service.plumbing.accounts import Account
 from ustun.service.plumbing.bodies import read_json

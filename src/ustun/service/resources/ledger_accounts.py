@@ -12,7 +12,7 @@ from sqlalchemy import Row, insert, select
 from ustun import clock, ids
 from ustun.clock import rfc3339
 from ustun.concurrency import validators
-from ustun.http.errors import ProblemError
+from ustun.errors import ProblemError
 from ustun.service.plumbing.conditional import Conditions, conditional_get, representation
 from ustun.service.plumbing.deps import DB, CurrentAccount
 from ustun.service.resources.money import Balance, Currency

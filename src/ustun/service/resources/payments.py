@@ -17,7 +17,7 @@ from ustun.concurrency import (
     require_if_match,
     validators,
 )
-from ustun.http.errors import NotFoundError, StateConflictError
+from ustun.errors import NotFoundError, StateConflictError
 from ustun.idempotency import idempotency
 from ustun.service.plumbing.accounts import Account
 from ustun.service.plumbing.bodies import INTEGRAL_FLOAT, read_json

@@ -11,7 +11,7 @@ from sqlalchemy import Row, insert, select, update
 
 from ustun import clock, ids
 from ustun.clock import rfc3339
-from ustun.http.errors import ProblemError
+from ustun.errors import ProblemError
 from ustun.idempotency import idempotency
 from ustun.service.plumbing.deps import DB, CurrentAccount
 from ustun.service.resources.money import MAX_AMOUNT, Amount, Currency

@@ -8,7 +8,7 @@ import importlib
 from collections.abc import Awaitable, Callable
 
 from ustun import jobs
-from ustun.http.errors import ConfigError
+from ustun.errors import ConfigError
 from ustun.service.operations import job_routes
 from ustun.service.resources import reports
 from ustun.settings import Settings

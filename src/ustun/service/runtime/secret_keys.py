@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ustun.http.errors import SecretKeyError
+from ustun.errors import SecretKeyError
 from ustun.idempotency.records import StoredResponse
 from ustun.idempotency.sealing import NO_STORE, context, forbids_storing
 from ustun.idempotency.tables import idempotency_records

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ustun.http.errors import UstunError
+from ustun.errors import UstunError
 from ustun.webhooks.transport import TIMED_OUT, Outcome
 
 

@@ -1,4 +1,4 @@
-"""`ustun.http.errors`: one exception tree, and its drawing lists every exception ustun defines."""
+"""`ustun.errors`: one exception tree, and its drawing lists every exception ustun defines."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import pytest
 
 import ustun
 from ustun import errors
-from ustun.http import errors as http_errors
-from ustun.http.errors import UstunError
+from ustun.errors import UstunError
 from ustun.idempotency import LeaseLost
 
 
@@ -35,14 +34,14 @@ def _exceptions() -> dict[str, type[BaseException]]:
 
 
 EXCEPTIONS = _exceptions()
-TREE = {"UstunError", *re.findall(r"[├└]── (\w+)", http_errors.__doc__ or "")}
+TREE = {"UstunError", *re.findall(r"[├└]── (\w+)", errors.__doc__ or "")}
 
 
 @pytest.mark.parametrize("name", sorted(EXCEPTIONS))
 def test_every_exception_is_a_ustun_error_drawn_in_the_tree(name: str) -> None:
     cls = EXCEPTIONS[name]
     assert issubclass(cls, UstunError), f"{name} must derive from UstunError"
-    assert cls.__name__ in TREE, f"draw {name} in ustun.http.errors' docstring"
+    assert cls.__name__ in TREE, f"draw {name} in ustun.errors' docstring"
 
 
 def test_the_drawing_names_only_exceptions_that_exist() -> None:
@@ -50,8 +49,8 @@ def test_the_drawing_names_only_exceptions_that_exist() -> None:
 
 
 def test_ustun_errors_exports_the_tree_it_defines() -> None:
-    defined = {name for name in EXCEPTIONS if name.startswith("ustun.http.errors.")}
-    assert {f"ustun.http.errors.{name}" for name in errors.__all__} == defined
+    defined = {name for name in EXCEPTIONS if name.startswith("ustun.errors.")}
+    assert {f"ustun.errors.{name}" for name in errors.__all__} == defined
 
 
 def test_a_refused_address_is_also_an_os_error_for_aiohttp() -> None:
