@@ -21,6 +21,7 @@ from sqlalchemy.sql.compiler import Compiled
 from ustun.store.uow import asyncpg_connection, current_unit_of_work, sqlite_connection
 
 if TYPE_CHECKING:
+    from ustun.store.dbapi import DbapiConnection
     from ustun.store.engine import Database
 
 Processor = Callable[[Any], Any] | None
@@ -62,13 +63,15 @@ class Statement:
     ) -> None:
         self._default = statement
         self._per_dialect = dict(per_dialect or {})
-        self._compiled: dict[str, _Compiled] = {}
+        self._compiled: dict[tuple[str, str, str], _Compiled] = {}
 
     def _for(self, dialect: Dialect) -> _Compiled:
-        compiled = self._compiled.get(dialect.name)
+        """The statement compiled for `dialect`: its driver's parameter style and processors."""
+        key = (dialect.name, dialect.driver, dialect.paramstyle)
+        compiled = self._compiled.get(key)
         if compiled is None:
             statement = self._per_dialect.get(dialect.name, self._default)
-            compiled = self._compiled[dialect.name] = _compile(statement, dialect)
+            compiled = self._compiled[key] = _compile(statement, dialect)
         return compiled
 
     def _args(self, compiled: _Compiled, params: Mapping[str, Any]) -> list[Any]:
@@ -129,6 +132,21 @@ class Statement:
             return int(cursor.rowcount)
         status: str = await (await asyncpg_connection(conn)).execute(compiled.sql, *args)
         return int(status.rpartition(" ")[2] or 0)
+
+    def rows_sync(self, conn: DbapiConnection, params: Mapping[str, Any]) -> list[FastRow]:
+        """`rows` on a synchronous DB-API connection, in the transaction it has open."""
+        compiled = self._for(conn.dialect)
+        with conn.cursor() as cursor:
+            cursor.execute(compiled.sql, self._args(compiled, params))
+            raw = cursor.fetchall() if cursor.description else []
+        return _processed(compiled, raw)
+
+    def count_sync(self, conn: DbapiConnection, params: Mapping[str, Any]) -> int:
+        """`count` on a synchronous DB-API connection, in the transaction it has open."""
+        compiled = self._for(conn.dialect)
+        with conn.cursor() as cursor:
+            cursor.execute(compiled.sql, self._args(compiled, params))
+            return int(cursor.rowcount)
 
     async def many(self, conn: AsyncConnection, params: Sequence[Mapping[str, Any]]) -> None:
         """Run a write once per parameter set, in one driver call."""
