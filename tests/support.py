@@ -7,25 +7,30 @@ import contextlib
 import os
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import asyncpg
 import httpx
+import psycopg
 import pytest
 from jsonschema import FormatChecker
 from jsonschema.protocols import Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import Specification
+from sqlalchemy.engine import make_url
 
 from ustun.service.plumbing.accounts import account_for_key, create_key
 from ustun.store import Database
+from ustun.store.dbapi import DbapiConnection
 from ustun.store.migrate import upgrade
 
 T = TypeVar("T")
@@ -134,6 +139,23 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+@contextmanager
+def sync_connection(url: str) -> Iterator[DbapiConnection]:
+    """A synchronous driver connection to the database at `url`; commits after the block."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        lite = sqlite3.connect(str(parsed.database))
+        try:
+            yield DbapiConnection(lite, "sqlite")
+            lite.commit()
+        finally:
+            lite.close()
+        return
+    dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn) as pg:
+        yield DbapiConnection(pg, "postgresql")
 
 
 class UstunProcess:

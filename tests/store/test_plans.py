@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 
-import psycopg
 from sqlalchemy import bindparam, literal, select, update
 from sqlalchemy.engine import make_url
 
+from support import sync_connection
 from ustun import ids
 from ustun.store import Database
 from ustun.store.dbapi import DbapiConnection
@@ -43,29 +41,12 @@ def _open_and_mark(name: str) -> Plan[tuple[int, list[tuple[object, ...]]]]:
     return changed, [(row.name, row.created_at) for row in found]
 
 
-@contextmanager
-def _sync_connection(url: str) -> Iterator[DbapiConnection]:
-    """A synchronous driver connection to the database at `url`; commits after the block."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        lite = sqlite3.connect(str(parsed.database))
-        try:
-            yield DbapiConnection(lite, "sqlite")
-            lite.commit()
-        finally:
-            lite.close()
-        return
-    dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(dsn) as pg:
-        yield DbapiConnection(pg, "postgresql")
-
-
 async def test_a_plan_leaves_the_same_rows_on_either_kind_of_connection(
     db: Database, database_url: str
 ) -> None:
     async with db.unit_of_work() as uow:
         on_async = await run(_open_and_mark(ids.new_id("plan")), uow.conn)
-    with _sync_connection(database_url) as conn:
+    with sync_connection(database_url) as conn:
         on_sync = run_sync(_open_and_mark(ids.new_id("plan")), conn)
     assert on_async[0] == on_sync[0] == 1
     ((async_name, async_created),) = on_async[1]
@@ -79,7 +60,7 @@ async def test_what_a_sync_plan_wrote_is_read_through_the_async_engine(
     db: Database, database_url: str
 ) -> None:
     name = ids.new_id("plan")
-    with _sync_connection(database_url) as conn:
+    with sync_connection(database_url) as conn:
         run_sync(_open_and_mark(name), conn)
     async with db.read() as conn_:
         found = (
