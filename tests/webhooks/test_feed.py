@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
+from typing import Any
 
 import pytest
+from sqlalchemy import event, insert, text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ustun import clock, ids
 from ustun.service.plumbing.accounts import account_for_key, create_key
 from ustun.store import Database
 from ustun.webhooks import feed
 from ustun.webhooks.outbox import emit
+from ustun.webhooks.tables import events
 from webhook_support import until
 
 
@@ -156,3 +162,53 @@ async def test_an_event_whose_transaction_began_later_is_not_skipped_either(
     release_a.set()
     await asyncio.wait_for(tasks[1], 10)
     await _all_soon(pg, pg_account_id, page.next, 10, [ids["a"]])
+
+
+async def _explained(db: Database, conn: AsyncConnection, statement: str, params: Any) -> str:
+    """The database's plan of `statement` (as the driver received it), as text."""
+    driver = await conn.get_raw_connection()
+    if db.is_sqlite:
+        cursor = await driver.driver_connection.execute(f"EXPLAIN QUERY PLAN {statement}", params)
+        return "\n".join(str(row) for row in await cursor.fetchall())
+    rows = await driver.driver_connection.fetch(f"EXPLAIN {statement}", *params)
+    return "\n".join(row[0] for row in rows)
+
+
+async def test_since_starts_at_the_first_event_since_by_index(
+    db: Database, account_id: str
+) -> None:
+    """With a long history before `since`, the read starts at `since` in the account's
+    creation-time index instead of walking every older event in feed order."""
+    long_ago = clock.now() - timedelta(days=30)
+    async with db.unit_of_work() as uow:
+        await uow.conn.execute(
+            insert(events),
+            [
+                {
+                    "id": ids.new_id("evt"),
+                    "account_id": account_id,
+                    "type": "payment.created",
+                    "data": "{}",
+                    "created_at": long_ago + timedelta(seconds=n),
+                }
+                for n in range(3000)
+            ],
+        )
+    recent = [await _emit(db, account_id, n) for n in range(3)]
+    async with db.unit_of_work() as uow:
+        await uow.conn.execute(text("ANALYZE"))
+    seen: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        if "webhook_events" in statement and "created_at >=" in statement:
+            seen.append((statement, params))
+
+    async with db.read() as conn:
+        event.listen(conn.sync_connection, "before_cursor_execute", capture)
+        since = clock.now() - timedelta(minutes=5)
+        page = await feed.read(conn, account_id, after=feed.START, limit=10, since=since)
+        event.remove(conn.sync_connection, "before_cursor_execute", capture)
+        assert [row.id for row in page.rows] == recent
+        ((statement, params),) = seen
+        plan = await _explained(db, conn, statement, params)
+    assert "ix_webhook_events_account_id_created_at" in plan, plan

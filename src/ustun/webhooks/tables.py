@@ -86,6 +86,8 @@ events = Table(
     Index("ix_webhook_events_account_id_type_id", "account_id", "type", "id"),
     Index("ix_webhook_events_seq", "seq", unique=True),
     Index("ix_webhook_events_account_id_txid_seq", "account_id", "txid", "seq"),
+    # `since=` on the feed starts here (migration 0017), not at the account's first event.
+    Index("ix_webhook_events_account_id_created_at", "account_id", "created_at"),
 )
 
 deliveries = Table(
