@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from support import (
 )
 from ustun.service.plumbing.accounts import account_for_key
 from ustun.store import Database
-from ustun.webhooks import outbox
+from ustun.webhooks.sending import outbox
 
 pytestmark = pytest.mark.e2e
 T = TypeVar("T")
@@ -449,7 +450,11 @@ def seeded(service: Service) -> Iterator[Seeded]:
             ).json()["data"]
             # Each endpoint's: 4 payments, 3 long types, and the 2 reports' job.completed (the
             # reports render in the worker's own process, so they come last).
-            return data if len(data) >= 2 * (4 + len(LONG_TYPES) + 2) else None
+            each = Counter(delivery["endpoint_id"] for delivery in data)
+            enough = all(
+                each[endpoint.json()["id"]] >= 4 + len(LONG_TYPES) + 2 for endpoint in made
+            )
+            return data if enough else None
 
         failed = wait_for(listed, timeout=60, what="the seeded deliveries to fail once")
         yield Seeded(
