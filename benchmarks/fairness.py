@@ -17,7 +17,8 @@ flood the next waits until A's requests are fast again, so no flood is billed fo
 
     .venv/bin/python benchmarks/fairness.py [--backend both] [--seconds 5]
 
-`tests/e2e/test_fairness.py` runs the same floods, shorter, and holds A's p99 under 100 ms.
+Each flood runs in a process of its own, so that A's latencies are the server's; the machine
+then holds the server, the flood and A's probe.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -66,6 +69,16 @@ class Probe:
     def p99(self) -> float:
         ordered = sorted(self.latencies)
         return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))] * 1000
+
+    def summary(self) -> dict[str, object]:
+        """How many answered, p50 and p99 in ms (None if none answered), and the failures."""
+        answered = bool(self.latencies)
+        return {
+            "answered": len(self.latencies),
+            "p50": self.p50 if answered else None,
+            "p99": self.p99 if answered else None,
+            "failures": self.failures,
+        }
 
 
 @dataclass
@@ -282,18 +295,34 @@ FLOODS: dict[str, Flood] = {
 }
 
 
-async def beside(service: Service, payment_id: str, flood: Flood, seconds: float) -> Probe:
-    """A's probe while B runs `flood`; the flood starts a second ahead and stops after."""
-    stop = asyncio.Event()
-    async with client(service, service.key_b, 400) as b:
-        running = asyncio.create_task(flood(b, stop))
+async def beside(service: Service, payment_id: str, flood: str, seconds: float) -> Probe:
+    """A's probe while B runs `flood` in a process of its own (so that A's latencies are the
+    server's, not those of a client loop shared with the flood); it starts a second ahead."""
+    flooder = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--flood", flood, service.base_url, service.key_b
+    )
+    try:
         await asyncio.sleep(1.0)
+        return await probe(service, payment_id, seconds)
+    finally:
+        flooder.send_signal(signal.SIGINT)
         try:
-            return await probe(service, payment_id, seconds)
-        finally:
-            stop.set()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(running, 30)
+            await asyncio.wait_for(flooder.wait(), 30)
+        except TimeoutError:
+            flooder.kill()
+            await flooder.wait()
+
+
+async def flooding(name: str, base_url: str, key: str) -> None:
+    """Run the flood `name` as B until interrupted (SIGINT)."""
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop.set)
+    service = Service(base_url, "", key)
+    async with client(service, key, 400) as b:
+        running = asyncio.create_task(FLOODS[name](b, stop))
+        await stop.wait()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(running, 30)
 
 
 async def settle(service: Service, payment_id: str, within: float = 180.0) -> None:
@@ -329,19 +358,24 @@ def _row(name: str, probe_: Probe) -> str:
     return f"| {name} | {probe_.p50:.1f} | {probe_.p99:.1f} | {len(probe_.failures)} |"
 
 
-async def run(backend: str, seconds: float, floods: list[str]) -> None:
+async def run(backend: str, seconds: float, floods: list[str], *, as_json: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         async with database(backend, workdir) as url:
             with serving(url, workdir, _free_port()) as service:
                 payment_id = await prepare(service)
-                print(f"\n{backend}: A's ms, {A_RATE} requests/s for {seconds:g} s each\n")
-                print("| beside | p50 | p99 | failures |\n|---|---:|---:|---:|")
-                print(_row("nothing", await probe(service, payment_id, seconds)), flush=True)
+                results = {"nothing": await probe(service, payment_id, seconds)}
+                if not as_json:
+                    print(f"\n{backend}: A's ms, {A_RATE} requests/s for {seconds:g} s each\n")
+                    print("| beside | p50 | p99 | failures |\n|---|---:|---:|---:|")
+                    print(_row("nothing", results["nothing"]), flush=True)
                 for name in floods:
-                    result = await beside(service, payment_id, FLOODS[name], seconds)
-                    print(_row(name, result), flush=True)
+                    results[name] = await beside(service, payment_id, name, seconds)
+                    if not as_json:
+                        print(_row(name, results[name]), flush=True)
                     await settle(service, payment_id)
+                if as_json:
+                    print(json.dumps({backend: {k: v.summary() for k, v in results.items()}}))
 
 
 def _free_port() -> int:
@@ -357,10 +391,15 @@ def main() -> None:
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--floods", default=",".join(FLOODS))
+    parser.add_argument("--json", action="store_true", help="print A's latencies as JSON")
+    parser.add_argument("--flood", nargs=3, metavar=("NAME", "URL", "KEY"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.flood:
+        asyncio.run(flooding(*args.flood))
+        return
     backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
     for backend in backends:
-        asyncio.run(run(backend, args.seconds, args.floods.split(",")))
+        asyncio.run(run(backend, args.seconds, args.floods.split(","), as_json=args.json))
 
 
 if __name__ == "__main__":
