@@ -13,6 +13,7 @@ flood the next waits until A's requests are fast again, so no flood is billed fo
 - `transfers`: 256 concurrent transfers between two ledger accounts;
 - `documents`: 1 MiB documents, each under a key of its own;
 - `feed`: the event feed with `since=` in the future, 64 at a time;
+- `paging`: the feed's first page of one event (`after=0&limit=1`), 64 at a time;
 - `gets`: cheap GETs on 200 connections.
 
     .venv/bin/python benchmarks/fairness.py [--backend both] [--seconds 5]
@@ -279,6 +280,11 @@ async def feed(b: httpx.AsyncClient, stop: asyncio.Event) -> None:
     await _repeat(64, stop, lambda: b.get("/v1/events", params=future))
 
 
+async def paging(b: httpx.AsyncClient, stop: asyncio.Event) -> None:
+    first = {"after": "0", "limit": 1}
+    await _repeat(64, stop, lambda: b.get("/v1/events", params=first))
+
+
 async def gets(b: httpx.AsyncClient, stop: asyncio.Event) -> None:
     await _repeat(200, stop, lambda: b.get("/v1/payments", params={"limit": 1}))
 
@@ -291,6 +297,7 @@ FLOODS: dict[str, Flood] = {
     "transfers": transfers,
     "documents": documents,
     "feed": feed,
+    "paging": paging,
     "gets": gets,
 }
 

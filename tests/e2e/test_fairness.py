@@ -1,7 +1,7 @@
 """A fair share of the server for every account (issue 27): while another account floods a real
 `ustun serve` in each way `benchmarks/fairness.py` knows (PDF reports, report enqueues, streams,
-list pages, contended transfers, 1 MiB documents, the event feed, cheap GETs), account A's
-light requests keep p99 under 100 ms and none of them fails.
+list pages, contended transfers, 1 MiB documents, the event feed and its paging, cheap GETs),
+account A's light requests keep p99 under 100 ms and none of them fails.
 
 The benchmark is the one place the floods are written; this runs it, shorter, on each backend.
 """
