@@ -20,7 +20,7 @@ from pathlib import Path
 LAYERS = (
     ("JSON encoding", ("json/",)),
     ("logging: JSON access line", ("logging/__init__", "ustun/logs.py")),
-    ("metrics: Prometheus", ("prometheus_client", "ustun/service/operations/metrics.py")),
+    ("metrics: Prometheus", ("prometheus_client", "ustun/service/plumbing/metrics.py")),
     ("driver: asyncpg", ("asyncpg/",)),
     ("driver: aiosqlite hand-offs + sqlite3", ("aiosqlite/", "sqlite3/")),
     (

@@ -28,7 +28,7 @@ SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 CONFIG = f"""
 [generation]
 max-examples = {EXAMPLES}
-# Text fields refuse NUL by design (`ustun.service.resources.text`): a 422, not a finding.
+# Text fields refuse NUL by design (`ustun.service.plumbing.text`): a 422, not a finding.
 allow-x00 = false
 
 [phases.stateful]

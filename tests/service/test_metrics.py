@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import instrumentation
 from ustun.service import create_app
-from ustun.service.operations.metrics import QueueStat
+from ustun.service.plumbing.metrics import QueueStat
 from ustun.settings import Settings
 from ustun.store import Database
 

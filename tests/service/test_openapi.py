@@ -23,8 +23,9 @@ from ustun.errors import InvalidIdempotencyKey
 from ustun.http.idempotency_key import parse_idempotency_key
 from ustun.http.problem import CATALOGUE
 from ustun.service import create_app
+from ustun.service.plumbing.problems import problem_responses
 from ustun.service.specs.event_types import EventType
-from ustun.service.specs.openapi import IDEMPOTENCY_KEY_PATTERN, Notes, complete, problem_responses
+from ustun.service.specs.openapi import IDEMPOTENCY_KEY_PATTERN, Notes, complete
 from ustun.settings import Settings
 
 PROBLEM = {"$ref": "#/components/schemas/Problem"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from ustun.service.resources.text import storable
+from ustun.service.plumbing.text import storable
 
 
 @pytest.mark.parametrize("bad", ["a\x00b", "\udc4e", "ok \ud864 then"])

@@ -23,12 +23,12 @@ from ustun.service.operations import (
     webhook_endpoints,
     webhook_events,
 )
-from ustun.service.operations.metrics import Metrics
 from ustun.service.plumbing import problems
 from ustun.service.plumbing.auth_failures import FailureLimiter
 from ustun.service.plumbing.bodies import json_media_type
 from ustun.service.plumbing.body_limit import BodyLimitMiddleware
 from ustun.service.plumbing.methods import MethodsMiddleware
+from ustun.service.plumbing.metrics import Metrics
 from ustun.service.plumbing.middleware import (
     AuthMiddleware,
     KeyCache,
@@ -47,7 +47,7 @@ from ustun.service.runtime.job_loops import job_kinds
 from ustun.service.runtime.secret_keys import fingerprint_keys
 from ustun.service.runtime.webhook_runtime import secret_box
 from ustun.service.runtime.worker import Worker
-from ustun.service.specs import api_docs, asyncapi, event_types, openapi
+from ustun.service.specs import api_docs, asyncapi, event_catalogue, event_types, openapi
 from ustun.settings import Settings, reveal
 from ustun.store import Database
 from ustun.store.uow import Hook
@@ -136,6 +136,7 @@ def create_app(
     app.include_router(job_routes.router)
     app.include_router(webhook_endpoints.router)
     app.include_router(webhook_events.router)
+    app.include_router(event_catalogue.router)
     app.include_router(webhook_deliveries.router)
     app.include_router(api_keys.router)
     # Inside AuthMiddleware (added after it): keys are scoped by the authenticated account.

@@ -16,6 +16,7 @@ from ustun import jobs
 from ustun.errors import NotFoundError, ProblemError
 from ustun.service.dashboard.web import LoggedIn, Posting, Viewer, page, see_other
 from ustun.service.operations import job_routes
+from ustun.service.plumbing import job_representation
 from ustun.service.plumbing.deps import DEFAULT_PAGE
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -55,7 +56,7 @@ async def _job_page(
         "job.html",
         who,
         nav="jobs",
-        job=job_routes.render(job),
+        job=job_representation.render(job),
         final=job.status in jobs.FINAL,
         error=error,
     )

@@ -72,7 +72,7 @@ async def home(request: Request, who: LoggedIn) -> Response:
     db = request.app.state.db
     async with db.read(snapshot=True) as conn:
         figures = await overview(conn, who.account.id)
-    dead = await webhook_deliveries.list_deliveries(
-        who.account, db, DEAD_LETTERS_SHOWN, None, status=Status.DEAD
+    dead = await webhook_deliveries.deliveries_page(
+        db, who.account.id, limit=DEAD_LETTERS_SHOWN, cursor=None, status=Status.DEAD
     )
     return page(request, "overview.html", who, nav="overview", figures=figures, dead=dead)

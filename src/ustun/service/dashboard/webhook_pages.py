@@ -85,8 +85,8 @@ async def _endpoints_page(
     error: str | None = None,
     done: str | None = None,
 ) -> Response:
-    listing = await webhook_endpoints.list_endpoints(
-        who.account, _db(request), DEFAULT_PAGE, cursor
+    listing = await webhook_endpoints.endpoints_page(
+        _db(request), who.account.id, limit=DEFAULT_PAGE, cursor=cursor
     )
     return page(
         request,
@@ -203,8 +203,8 @@ async def _endpoint_page(
 ) -> Response:
     db = _db(request)
     row, head = await operations.endpoint_head(db, who.account.id, endpoint_id)
-    recent = await webhook_deliveries.list_deliveries(
-        who.account, db, DEFAULT_PAGE, None, endpoint_id=endpoint_id
+    recent = await webhook_deliveries.deliveries_page(
+        db, who.account.id, limit=DEFAULT_PAGE, cursor=None, endpoint_id=endpoint_id
     )
     flashes = _flashes(done)
     if recovered is not None:
@@ -311,8 +311,8 @@ async def events(
     request: Request, who: LoggedIn, type: Filter = None, cursor: Cursor = None
 ) -> Response:
     """The account's event log, newest first, optionally of one type."""
-    listing = await webhook_events.list_events(
-        who.account, _db(request), DEFAULT_PAGE, cursor, type or None
+    listing = await webhook_events.events_page(
+        _db(request), who.account.id, limit=DEFAULT_PAGE, cursor=cursor, type=type or None
     )
     types = [t.name for t in request.app.state.event_types]
     return page(
@@ -324,9 +324,9 @@ async def events(
 async def event(request: Request, who: LoggedIn, event_id: str) -> Response:
     """One event with its exact payload and its deliveries."""
     db = _db(request)
-    found = await webhook_events.get_event(event_id, who.account, db)
-    sent = await webhook_deliveries.list_deliveries(
-        who.account, db, DEFAULT_PAGE, None, event_id=event_id
+    found = await webhook_events.read_event(db, who.account.id, event_id)
+    sent = await webhook_deliveries.deliveries_page(
+        db, who.account.id, limit=DEFAULT_PAGE, cursor=None, event_id=event_id
     )
     payload = json.dumps(
         {k: v for k, v in found.items() if k != "object"}, indent=2, ensure_ascii=False
@@ -352,12 +352,14 @@ async def deliveries(
 ) -> Response:
     """The account's deliveries, filtered by endpoint (chosen from a list) and status."""
     db = _db(request)
-    choices = await webhook_endpoints.list_endpoints(who.account, db, MAX_PAGE, None)
-    listing = await webhook_deliveries.list_deliveries(
-        who.account,
+    choices = await webhook_endpoints.endpoints_page(
+        db, who.account.id, limit=MAX_PAGE, cursor=None
+    )
+    listing = await webhook_deliveries.deliveries_page(
         db,
-        DEFAULT_PAGE,
-        cursor,
+        who.account.id,
+        limit=DEFAULT_PAGE,
+        cursor=cursor,
         endpoint_id=endpoint_id or None,
         status=_status(status),
     )
@@ -382,7 +384,9 @@ async def _delivery_page(
     done: str | None = None,
     error: str | None = None,
 ) -> Response:
-    found = await webhook_deliveries.get_delivery(delivery_id, who.account, _db(request))
+    found = await webhook_deliveries.delivery_with_attempts(
+        _db(request), who.account.id, delivery_id
+    )
     return page(
         request,
         "delivery.html",

@@ -10,10 +10,9 @@ from sqlalchemy import text
 
 from ustun.clock import rfc3339
 from ustun.errors import SchemaOutOfDate
-from ustun.service.operations.metrics import Metrics
 from ustun.service.plumbing.deps import DB
-from ustun.service.plumbing.problems import problem_response
-from ustun.service.specs.openapi import problem_responses
+from ustun.service.plumbing.metrics import Metrics
+from ustun.service.plumbing.problems import problem_response, problem_responses
 from ustun.store.migrate import check_current
 from ustun.store.reach import free_bytes
 

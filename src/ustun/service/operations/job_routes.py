@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -12,52 +11,33 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from ustun import clock, jobs
-from ustun.clock import rfc3339, rfc3339_or_none
-from ustun.concurrency import Version
+from ustun import jobs
+from ustun.clock import rfc3339
 from ustun.errors import NotFoundError
 from ustun.http.last_event_id import parse_last_event_id
-from ustun.http.preconditions import Validators
 from ustun.jobs.tables import jobs as jobs_table
 from ustun.jobs.watch import Stream, Watch
 from ustun.service.plumbing.conditional import (
     Conditions,
     conditional_get,
-    representation,
     validator_headers,
 )
 from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
+from ustun.service.plumbing.job_representation import (
+    job_url,
+    poll_headers,
+    render,
+    respond,
+    validators,
+)
 from ustun.service.plumbing.pagination import page
 from ustun.store import UnitOfWork
 from ustun.webhooks.outbox import emit
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
-POLL_AFTER = 1
 SSE_KEEPALIVE = 15.0
 SSE_RETRY_MS = 1000
-
-
-def job_url(job_id: str) -> str:
-    """Where a job resource lives (the `Location` of a 202)."""
-    return f"/v1/jobs/{job_id}"
-
-
-def render(job: jobs.Job) -> dict[str, Any]:
-    """The public JSON shape of a job."""
-    return {
-        "id": job.id,
-        "object": "job",
-        "kind": job.kind,
-        "status": job.status,
-        "progress": job.progress,
-        "created_at": rfc3339(job.created_at),
-        "started_at": rfc3339_or_none(job.started_at),
-        "completed_at": rfc3339_or_none(job.completed_at),
-        "result_url": f"{job_url(job.id)}/result" if job.has_result else None,
-        "error": job.error,
-        "cancel_requested": job.cancel_requested,
-    }
 
 
 async def emit_final(uow: UnitOfWork, job: jobs.Job) -> None:
@@ -74,26 +54,6 @@ def register(kinds: jobs.Registry) -> None:
     account-less jobs needs no transaction around its one UPDATE.
     """
     kinds.on_final(emit_final, acts_on=lambda job: job.account_id is not None)
-
-
-def validators(job: jobs.Job) -> Validators:
-    """The job's `ETag` (its version) and `Last-Modified` (its last change)."""
-    return Validators(Version(job.version).etag, job.updated_at)
-
-
-def poll_headers(job: jobs.Job) -> dict[str, str]:
-    """`Retry-After` (seconds until worth polling again) while the job is not finished."""
-    if job.status in jobs.FINAL:
-        return {}
-    wait = (job.run_at - clock.now()).total_seconds()
-    return {"retry-after": str(max(POLL_AFTER, math.ceil(wait)))}
-
-
-def respond(job: jobs.Job, status_code: int = 200) -> Response:
-    """The job as a response with its validators and `Retry-After`."""
-    return representation(
-        render(job), validators(job), status=status_code, headers=poll_headers(job)
-    )
 
 
 def _not_found(job_id: str) -> NotFoundError:

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ustun import clock, jobs
 from ustun.jobs.tables import jobs as jobs_table
 from ustun.jobs.tables import queue_of
-from ustun.service.operations.metrics import QueueStat
+from ustun.service.plumbing.metrics import QueueStat
 from ustun.webhooks.states import DUE
 from ustun.webhooks.tables import deliveries
 

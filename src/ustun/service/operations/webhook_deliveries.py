@@ -10,6 +10,7 @@ from sqlalchemy import Row
 from ustun.clock import rfc3339, rfc3339_or_none
 from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.plumbing.pagination import page
+from ustun.store import Database
 from ustun.webhooks import operations
 from ustun.webhooks.states import Status
 from ustun.webhooks.tables import deliveries
@@ -44,6 +45,36 @@ def render_attempt(row: Row[Any]) -> dict[str, Any]:
     }
 
 
+async def deliveries_page(
+    db: Database,
+    account_id: str,
+    *,
+    limit: int,
+    cursor: str | None,
+    endpoint_id: str | None = None,
+    event_id: str | None = None,
+    status: Status | None = None,
+) -> dict[str, Any]:
+    """A page of the account's deliveries, newest first, filtered by endpoint, event or status
+    (the API's list and the dashboard's)."""
+    d = deliveries
+    where = [d.c.account_id == account_id]
+    if endpoint_id is not None:
+        where.append(d.c.endpoint_id == endpoint_id)
+    if event_id is not None:
+        where.append(d.c.event_id == event_id)
+    if status is not None:
+        where.append(d.c.status == status.value)
+    async with db.read() as conn:
+        return await page(conn, d, where=where, limit=limit, cursor=cursor, render=render)
+
+
+async def delivery_with_attempts(db: Database, account_id: str, delivery_id: str) -> dict[str, Any]:
+    """One delivery with all its attempts, oldest first (the API's and the dashboard's)."""
+    row, tried = await operations.read_delivery(db, account_id, delivery_id)
+    return render(row) | {"attempts": [render_attempt(a) for a in tried]}
+
+
 @router.get("")
 async def list_deliveries(
     account: CurrentAccount,
@@ -55,23 +86,21 @@ async def list_deliveries(
     status: Status | None = None,
 ) -> dict[str, Any]:
     """The account's deliveries, newest first, filtered by endpoint, event or status."""
-    d = deliveries
-    where = [d.c.account_id == account.id]
-    if endpoint_id is not None:
-        where.append(d.c.endpoint_id == endpoint_id)
-    if event_id is not None:
-        where.append(d.c.event_id == event_id)
-    if status is not None:
-        where.append(d.c.status == status.value)
-    async with db.read() as conn:
-        return await page(conn, d, where=where, limit=limit, cursor=cursor, render=render)
+    return await deliveries_page(
+        db,
+        account.id,
+        limit=limit,
+        cursor=cursor,
+        endpoint_id=endpoint_id,
+        event_id=event_id,
+        status=status,
+    )
 
 
 @router.get("/{delivery_id}")
 async def get_delivery(delivery_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
     """One delivery with all its attempts, oldest first."""
-    row, tried = await operations.read_delivery(db, account.id, delivery_id)
-    return render(row) | {"attempts": [render_attempt(a) for a in tried]}
+    return await delivery_with_attempts(db, account.id, delivery_id)
 
 
 @router.post("/{delivery_id}/retry", status_code=202)

@@ -14,13 +14,20 @@ from ustun.concurrency import Version, validators
 from ustun.errors import ProblemError
 from ustun.service.operations.webhook_deliveries import render as render_delivery
 from ustun.service.operations.webhook_events import render_event
-from ustun.service.plumbing.bodies import INTEGRAL_FLOAT, Moment
+from ustun.service.plumbing.bodies import INTEGRAL_FLOAT, EventPattern, Moment
 from ustun.service.plumbing.conditional import Conditions, conditional_get
-from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
+from ustun.service.plumbing.deps import (
+    DB,
+    DEFAULT_PAGE,
+    AppSettings,
+    Box,
+    CurrentAccount,
+    Cursor,
+    Limit,
+)
 from ustun.service.plumbing.pagination import page
-from ustun.service.resources.text import Text
-from ustun.service.runtime.webhook_runtime import AppSettings, Box
-from ustun.service.specs.schemas import EventPattern
+from ustun.service.plumbing.text import Text
+from ustun.store import Database
 from ustun.webhooks import operations, signing
 from ustun.webhooks.endpoints import (
     DEFAULT_MAX_IN_FLIGHT,
@@ -212,11 +219,18 @@ async def list_endpoints(
     account: CurrentAccount, db: DB, limit: Limit = DEFAULT_PAGE, cursor: Cursor = None
 ) -> dict[str, Any]:
     """The account's endpoints, newest first."""
+    return await endpoints_page(db, account.id, limit=limit, cursor=cursor)
+
+
+async def endpoints_page(
+    db: Database, account_id: str, *, limit: int, cursor: str | None
+) -> dict[str, Any]:
+    """A page of the account's endpoints, newest first (the API's list and the dashboard's)."""
     async with db.read() as conn:
         return await page(
             conn,
             endpoints,
-            where=[endpoints.c.account_id == account.id],
+            where=[endpoints.c.account_id == account_id],
             limit=limit,
             cursor=cursor,
             render=render,

@@ -1,4 +1,5 @@
-"""`/v1/events` (the event log a receiver reconciles against) and `/v1/event-types`."""
+"""`/v1/events`: the event log a receiver reconciles against (the catalogue of event types is
+`ustun.service.specs.event_catalogue`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ustun.errors import ProblemError
 from ustun.service.plumbing.bodies import Moment
 from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
 from ustun.service.plumbing.pagination import page
-from ustun.service.specs.event_types import CATALOGUE
+from ustun.store import Database
 from ustun.webhooks import feed
 from ustun.webhooks.message import API_VERSION
 from ustun.webhooks.tables import events
@@ -72,7 +73,15 @@ async def list_events(
                 since=since,
             )
         return {"data": [render_event(r) for r in found.rows], "next_cursor": found.next.cursor}
-    where = [events.c.account_id == account.id]
+    return await events_page(db, account.id, limit=limit, cursor=cursor, type=type)
+
+
+async def events_page(
+    db: Database, account_id: str, *, limit: int, cursor: str | None, type: str | None = None
+) -> dict[str, Any]:
+    """A page of the account's events, newest first, optionally of one type (the API's list
+    and the dashboard's)."""
+    where = [events.c.account_id == account_id]
     if type is not None:
         where.append(events.c.type == type)
     async with db.read() as conn:
@@ -94,13 +103,12 @@ async def _position(conn: AsyncConnection, account_id: str, after: str | None) -
         ) from None
 
 
-@router.get("/v1/events/{event_id}")
-async def get_event(event_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
-    """One event."""
+async def read_event(db: Database, account_id: str, event_id: str) -> dict[str, Any]:
+    """One event of the account, else 404 (the API's and the dashboard's)."""
     async with db.read() as conn:
         row = (
             await conn.execute(
-                select(events).where(events.c.id == event_id, events.c.account_id == account.id)
+                select(events).where(events.c.id == event_id, events.c.account_id == account_id)
             )
         ).first()
     if row is None:
@@ -108,8 +116,7 @@ async def get_event(event_id: str, account: CurrentAccount, db: DB) -> dict[str,
     return render_event(row)
 
 
-@router.get("/v1/event-types")
-async def list_event_types() -> dict[str, Any]:
-    """The catalogue: every event type with the JSON Schema of its `data`."""
-    data = [{"name": t.name, "description": t.description, "schema": t.schema} for t in CATALOGUE]
-    return {"data": data, "next_cursor": None}
+@router.get("/v1/events/{event_id}")
+async def get_event(event_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
+    """One event."""
+    return await read_event(db, account.id, event_id)

@@ -15,10 +15,11 @@ from typing import Annotated, TypeVar
 from fastapi import Request, params
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, BeforeValidator, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError, WithJsonSchema
 
 from ustun.errors import ProblemError
 from ustun.http.dates import RFC3339_EXAMPLE, parse_rfc3339
+from ustun.webhooks.patterns import PATTERN
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -49,6 +50,21 @@ def _rfc3339(value: object) -> datetime:
 # the schema's `date-time` says (pydantic alone would also take a date, a naive time or Unix
 # seconds), whose moment in UTC is one a `datetime` holds. Parsed to UTC.
 Moment = Annotated[datetime, BeforeValidator(_rfc3339)]
+
+# What `ustun.webhooks.patterns.is_pattern` accepts (the server validates with it; this only
+# states it), so a generated client or fuzzer never offers `""`.
+EventPattern = Annotated[
+    str,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "pattern": PATTERN.pattern,
+            "description": "An event type (`payment.succeeded`), a prefix and `.*` "
+            "(`payment.*`), or `*` for every type.",
+        }
+    ),
+]
 
 
 def _media_type(request: Request) -> str:

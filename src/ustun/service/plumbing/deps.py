@@ -8,7 +8,9 @@ from fastapi import Depends, Query, Request
 
 from ustun.jobs import Registry
 from ustun.service.plumbing.accounts import Account
+from ustun.settings import Settings
 from ustun.store import Database
+from ustun.webhooks.secretbox import SecretBox
 
 MAX_PAGE = 100
 DEFAULT_PAGE = 20
@@ -37,6 +39,18 @@ async def database(request: Request) -> Database:
     return database_of(request)
 
 
+async def secret_box(request: Request) -> SecretBox:
+    """The box that seals and opens webhook secrets, as a dependency."""
+    box: SecretBox = request.app.state.secret_box
+    return box
+
+
+async def settings(request: Request) -> Settings:
+    """The app's settings, as a dependency."""
+    found: Settings = request.app.state.settings
+    return found
+
+
 async def job_kinds(request: Request) -> Registry:
     """The app's job kinds (`enqueue` reads a kind's retry policy there), as a dependency."""
     kinds: Registry = request.app.state.job_kinds
@@ -46,6 +60,8 @@ async def job_kinds(request: Request) -> Registry:
 CurrentAccount = Annotated[Account, Depends(current_account)]
 DB = Annotated[Database, Depends(database)]
 JobKinds = Annotated[Registry, Depends(job_kinds)]
+Box = Annotated[SecretBox, Depends(secret_box)]
+AppSettings = Annotated[Settings, Depends(settings)]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size (1 to 100).")]
 Cursor = Annotated[
     str | None,

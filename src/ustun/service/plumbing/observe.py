@@ -16,7 +16,7 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ustun.logs import ACCESS_LOGGER
-from ustun.service.operations.metrics import Metrics
+from ustun.service.plumbing.metrics import Metrics
 
 log = logging.getLogger(ACCESS_LOGGER)
 

@@ -75,6 +75,17 @@ def problem_response(
     )
 
 
+def problem_responses(*slugs: str) -> dict[int | str, dict[str, Any]]:
+    """`responses=` for a route decorator: the business problems the route can answer with."""
+    by_status: dict[int | str, dict[str, Any]] = {}
+    for slug in slugs:
+        entry = by_status.setdefault(
+            CATALOGUE[slug].status, {"description": CATALOGUE[slug].title, "x-problems": []}
+        )
+        entry["x-problems"].append(slug)
+    return by_status
+
+
 async def _on_problem(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ProblemError)
     return problem_response(

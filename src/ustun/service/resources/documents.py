@@ -32,8 +32,8 @@ from ustun.service.plumbing.accounts import Account
 from ustun.service.plumbing.bodies import read_json
 from ustun.service.plumbing.conditional import Conditions, conditional_get, representation
 from ustun.service.plumbing.deps import DB, CurrentAccount
+from ustun.service.plumbing.text import Text
 from ustun.service.resources.schema import documents
-from ustun.service.resources.text import Text
 
 router = APIRouter(prefix="/v1/documents", tags=["documents"])
 

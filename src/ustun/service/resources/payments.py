@@ -37,9 +37,9 @@ from ustun.service.plumbing.deps import (
     database_of,
 )
 from ustun.service.plumbing.pagination import page
+from ustun.service.plumbing.text import Text
 from ustun.service.resources.money import Amount, Currency
 from ustun.service.resources.schema import payments
-from ustun.service.resources.text import Text
 from ustun.store.statements import FastRow, Statement
 from ustun.webhooks.outbox import emit
 

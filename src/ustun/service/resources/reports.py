@@ -11,11 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import func, select
 
 from ustun import clock, jobs
-from ustun.service.operations.job_routes import job_url, respond
-from ustun.service.plumbing.deps import DB, CurrentAccount, JobKinds
+from ustun.service.plumbing.deps import DB, AppSettings, CurrentAccount, JobKinds
+from ustun.service.plumbing.job_representation import job_url, respond
 from ustun.service.resources.report_formats import FORMATS, Report
 from ustun.service.resources.schema import payments
-from ustun.service.runtime.webhook_runtime import AppSettings
 
 router = APIRouter(prefix="/v1/reports", tags=["reports"])
 

@@ -14,9 +14,9 @@ from ustun.clock import rfc3339
 from ustun.errors import ProblemError
 from ustun.idempotency import idempotency
 from ustun.service.plumbing.deps import DB, CurrentAccount
+from ustun.service.plumbing.text import Text
 from ustun.service.resources.money import MAX_AMOUNT, Amount, Currency
 from ustun.service.resources.schema import ledger_accounts, transfers
-from ustun.service.resources.text import Text
 from ustun.store.uow import Hook
 from ustun.webhooks.outbox import emit
 

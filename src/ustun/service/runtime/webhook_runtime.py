@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import Depends, Request
-
 from ustun.settings import Settings, reveal
 from ustun.store import Database
 from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
@@ -35,17 +31,3 @@ def dispatch_config(settings: Settings) -> DispatchConfig:
 def dispatcher(db: Database, settings: Settings) -> Dispatcher:
     """The webhook dispatcher a `Worker` runs."""
     return Dispatcher(db, secret_box(settings), dispatch_config(settings))
-
-
-async def _box(request: Request) -> SecretBox:
-    box: SecretBox = request.app.state.secret_box
-    return box
-
-
-async def _settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
-
-
-Box = Annotated[SecretBox, Depends(_box)]
-AppSettings = Annotated[Settings, Depends(_settings)]

@@ -454,17 +454,6 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
 }
 
 
-def problem_responses(*slugs: str) -> dict[int | str, dict[str, Any]]:
-    """`responses=` for a route decorator: the business problems the route can answer with."""
-    by_status: dict[int | str, dict[str, Any]] = {}
-    for slug in slugs:
-        entry = by_status.setdefault(
-            CATALOGUE[slug].status, {"description": CATALOGUE[slug].title, "x-problems": []}
-        )
-        entry["x-problems"].append(slug)
-    return by_status
-
-
 def _display(name: str) -> str:
     return "-".join(part.capitalize() for part in name.split("-"))
 

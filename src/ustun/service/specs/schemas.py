@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 
 from ustun.http.problem import MEDIA_TYPE
 from ustun.jobs.states import JobStatusValue
+from ustun.service.plumbing.bodies import EventPattern
 from ustun.service.specs.event_types import CATALOGUE
 from ustun.webhooks.endpoints import MAX_RATE_LIMIT, MIN_RATE_LIMIT
-from ustun.webhooks.patterns import PATTERN
 from ustun.webhooks.states import StatusValue
 
 PROBLEM_REF = "#/components/schemas/Problem"
@@ -33,20 +33,6 @@ ProblemOrNull = Annotated[
     ),
 ]
 
-# What `ustun.webhooks.patterns.is_pattern` accepts (the server validates with it; this only
-# states it), so a generated client or fuzzer never offers `""`.
-EventPattern = Annotated[
-    str,
-    WithJsonSchema(
-        {
-            "type": "string",
-            "minLength": 1,
-            "pattern": PATTERN.pattern,
-            "description": "An event type (`payment.succeeded`), a prefix and `.*` "
-            "(`payment.*`), or `*` for every type.",
-        }
-    ),
-]
 # An event's `data`: the object of its type, whose schema (by title) is in the catalogue.
 EventData = Annotated[
     dict[str, Any],

@@ -1,0 +1,60 @@
+"""A job as the API shows it: its JSON, validators and `Retry-After`, and the response that
+carries them; the jobs routes answer with it, and so does a route that starts a job (a 202)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fastapi.responses import Response
+
+from ustun import clock, jobs
+from ustun.clock import rfc3339, rfc3339_or_none
+from ustun.concurrency import Version
+from ustun.http.preconditions import Validators
+from ustun.service.plumbing.conditional import representation
+
+# The least wait (seconds) `Retry-After` asks for between two polls of an unfinished job.
+POLL_AFTER = 1
+
+
+def job_url(job_id: str) -> str:
+    """Where a job resource lives (the `Location` of a 202)."""
+    return f"/v1/jobs/{job_id}"
+
+
+def render(job: jobs.Job) -> dict[str, Any]:
+    """The public JSON shape of a job."""
+    return {
+        "id": job.id,
+        "object": "job",
+        "kind": job.kind,
+        "status": job.status,
+        "progress": job.progress,
+        "created_at": rfc3339(job.created_at),
+        "started_at": rfc3339_or_none(job.started_at),
+        "completed_at": rfc3339_or_none(job.completed_at),
+        "result_url": f"{job_url(job.id)}/result" if job.has_result else None,
+        "error": job.error,
+        "cancel_requested": job.cancel_requested,
+    }
+
+
+def validators(job: jobs.Job) -> Validators:
+    """The job's `ETag` (its version) and `Last-Modified` (its last change)."""
+    return Validators(Version(job.version).etag, job.updated_at)
+
+
+def poll_headers(job: jobs.Job) -> dict[str, str]:
+    """`Retry-After` (seconds until worth polling again) while the job is not finished."""
+    if job.status in jobs.FINAL:
+        return {}
+    wait = (job.run_at - clock.now()).total_seconds()
+    return {"retry-after": str(max(POLL_AFTER, math.ceil(wait)))}
+
+
+def respond(job: jobs.Job, status_code: int = 200) -> Response:
+    """The job as a response with its validators and `Retry-After`."""
+    return representation(
+        render(job), validators(job), status=status_code, headers=poll_headers(job)
+    )
