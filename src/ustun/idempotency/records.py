@@ -100,6 +100,17 @@ class Record:
 
 
 @dataclass(frozen=True, slots=True)
+class Lookup:
+    """A key as a request finds it before it runs: its unexpired record (None: there is none),
+    whether its scope's stored answers are at their quota, and whether the request holds the
+    key until its transaction ends (False: another transaction holds it)."""
+
+    record: Record | None
+    full: bool
+    held: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class Claimed:
     """This request owns the key now; `lease_token` fences its completion."""
 
