@@ -72,7 +72,7 @@ def build_app(
                 )
             if outcome == "race":  # another request settles the key while we run
                 await SqlRecordStore(db).settle_in(
-                    uow.conn, tenant, name, "theirs", StoredResponse(200, (), b"theirs"), ttl=60
+                    uow, tenant, name, "theirs", StoredResponse(200, (), b"theirs"), ttl=60
                 )
         status = 500 if outcome == "server-error" else 201
         return JSONResponse({"name": name, "run": runs[outcome]}, status_code=status)

@@ -1,8 +1,10 @@
 """Idempotency keys: a retried request never causes a second effect.
 
 `IdempotencyMiddleware` (pure ASGI) with a `RecordStore`: `SqlRecordStore` (SQLite/PostgreSQL,
-transactional with the handler's writes) or `RedisRecordStore` (`pip install 'ustun[redis]'`,
-imported on first use). Mark routes with
+transactional with the handler's writes: a `TransactionalRecordStore`) or `RedisRecordStore`
+(`pip install 'ustun[redis]'`, imported on first use). What to do with a request is decided
+without I/O by `ustun.idempotency.decision`, which every framework's middleware shares. Mark
+routes with
 `openapi_extra=idempotency("required" | "optional" | "off")`. A `Sealer` keeps the stored body
 of a `Cache-Control: no-store` response encrypted.
 """
@@ -16,6 +18,7 @@ from ustun.idempotency.records import (
     Claim,
     Claimed,
     Found,
+    Lookup,
     OverQuota,
     Record,
     State,
@@ -23,7 +26,7 @@ from ustun.idempotency.records import (
 )
 from ustun.idempotency.sealing import Sealer
 from ustun.idempotency.sql import SqlRecordStore
-from ustun.idempotency.store import RecordStore
+from ustun.idempotency.store import RecordStore, TransactionalRecordStore
 from ustun.idempotency.sweeper import sweeper
 
 if TYPE_CHECKING:
@@ -35,6 +38,7 @@ __all__ = [
     "Found",
     "IdempotencyMiddleware",
     "LeaseLost",
+    "Lookup",
     "OverQuota",
     "Policy",
     "Record",
@@ -44,6 +48,7 @@ __all__ = [
     "SqlRecordStore",
     "State",
     "StoredResponse",
+    "TransactionalRecordStore",
     "account_scope",
     "idempotency",
     "sweeper",

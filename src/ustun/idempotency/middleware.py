@@ -1,11 +1,15 @@
 """The pure-ASGI idempotency middleware (wraps `send`, like Starlette's GZipMiddleware).
 
+What to do with a request (run, replay, refuse) is decided by `decision`, without I/O; this
+module reads the request, asks the store (the port of `store`) and sends the answer.
+
 Two modes:
-- **transactional** (a `SqlRecordStore` on the app's own `Database`): the handler's unit of
-  work is held open by the middleware (`Database.hold()`), and the record is written in that
-  same transaction just before COMMIT: fenced by the lease token of a claim committed first, or
-  settled by an upsert that only takes a free key (on PostgreSQL held meanwhile by an advisory
-  lock taken as the transaction's first statement). The effect and the stored response commit
+- **transactional** (a store with a transactional half, such as `SqlRecordStore` on the app's
+  own `Database`): the handler's unit of work is held open by the middleware (`store.hold()`),
+  and the record is written in that same transaction just before COMMIT: fenced by the lease
+  token of a claim committed first, or settled by an upsert that only takes a free key (held
+  meanwhile where the store can: PostgreSQL's advisory lock, taken by `store.look` as the
+  transaction's first statement). The effect and the stored response commit
   together or not at all. A request without a key (on an `optional` route) is held the same
   way: its writes commit with a 2xx/3xx answer and roll back on a 4xx, a 5xx or an exception.
 - **plain** (any store, e.g. Redis): the handler commits on its own; the response is stored
@@ -24,23 +28,37 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import timedelta
-from typing import Any, TypeGuard
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ustun import clock, instrumentation
 from ustun.defaults import DEFAULT_IDEMPOTENCY_LEASE, DEFAULT_IDEMPOTENCY_TTL
-from ustun.errors import InvalidIdempotencyKey, LeaseLost, UstunError
-from ustun.http.fingerprint import fingerprint, matches
-from ustun.http.idempotency_key import HEADER, parse_idempotency_key
+from ustun.errors import LeaseLost, UstunError
+from ustun.http.fingerprint import fingerprint
+from ustun.http.idempotency_key import HEADER
 from ustun.http.problem import MEDIA_TYPE, encode, problem
-from ustun.http.retry_after import format_retry_after
+from ustun.idempotency.decision import (
+    LEASE_LOST,
+    Full,
+    Keep,
+    Refuse,
+    Replay,
+    Request,
+    Run,
+    found,
+    keep_plain,
+    keep_transactional,
+    key_of,
+    not_claimed,
+    on_lookup,
+    over_quota,
+    unavailable,
+)
 from ustun.idempotency.policy import Policy, route_policy
-from ustun.idempotency.records import Claimed, Found, OverQuota, Record, State, StoredResponse
+from ustun.idempotency.records import Claimed, StoredResponse
 from ustun.idempotency.sealing import Sealer, context, forbids_storing
-from ustun.idempotency.sql import SqlRecordStore
-from ustun.idempotency.store import RecordStore
+from ustun.idempotency.store import RecordStore, TransactionalRecordStore
 from ustun.store import UnitOfWork
 
 log = logging.getLogger("ustun.idempotency")
@@ -48,12 +66,6 @@ log = logging.getLogger("ustun.idempotency")
 DEFAULT_MAX_BODY = 1024 * 1024
 REPLAY_HEADERS = ("content-type", "location", "etag", "last-modified", "cache-control")
 REPLAYED_HEADER = "idempotent-replayed"
-# Never stored, as at Stripe: the request was refused before it did anything (an unreadable
-# body or one of another media type, validation, a failed or missing precondition, rate
-# limiting), so a corrected retry may use the same key.
-UNSTORED_STATUSES = frozenset({400, 412, 415, 422, 428, 429})
-IN_PROGRESS_RETRY_AFTER = 1.0
-_STILL_RUNNING = "A request with this Idempotency-Key is still being processed."
 _HEADER = HEADER.encode()
 
 
@@ -66,21 +78,17 @@ def account_scope(scope: Scope) -> str:
 class _Discard(Exception):
     """Roll the handler's writes back: it refused (4xx) or failed (5xx)."""
 
-
-class _Busy(Exception):
-    """Another transaction holds the key (PostgreSQL's advisory lock): answer 409 at once."""
-
-
-class _Full(Exception):
-    """The scope's stored answers are at their quota: refuse this new key, roll back, 429."""
+    def __init__(self, keep: Keep) -> None:
+        super().__init__(f"the handler's writes are rolled back ({keep})")
+        self.keep = keep
 
 
-class _Taken(Exception):
-    """Another request settled the key first; roll back and answer with its record."""
+class _Answer(Exception):
+    """Roll back and answer as decided: the key is another request's, or its scope is full."""
 
-    def __init__(self, record: Record) -> None:
-        super().__init__("idempotency key settled by another request")
-        self.record = record
+    def __init__(self, decision: Replay | Refuse | Full) -> None:
+        super().__init__("the request is answered without its own effect")
+        self.decision = decision
 
 
 class _Capture:
@@ -155,7 +163,8 @@ class IdempotencyMiddleware:
     """Make POST/PATCH under `prefix` safe to retry with an `Idempotency-Key`.
 
     `default_policy` applies to routes that carry no `idempotency(...)` marker. With
-    `transactional=True` the store must be a `SqlRecordStore` on the database the handlers use.
+    `transactional=True` the store must have a transactional half (`store.transactional`, as
+    `SqlRecordStore` on the database the handlers use has).
     `store_server_errors` (plain mode) keeps and replays a 5xx as Stripe does; False releases
     the key instead. In transactional mode a 5xx always rolls back and releases.
     `sealer` encrypts the stored body of a `Cache-Control: no-store` response; without one,
@@ -194,11 +203,14 @@ class IdempotencyMiddleware:
         previous_fingerprint_key: bytes | None = None,
         problem_base: str = "",
     ) -> None:
-        if transactional and not isinstance(store, SqlRecordStore):
-            raise TypeError("transactional mode needs a SqlRecordStore on the app's Database")
+        self.tx: TransactionalRecordStore | None = store.transactional if transactional else None
+        if transactional and self.tx is None:
+            raise TypeError(
+                "transactional mode needs a store in the app's own database "
+                "(a SqlRecordStore on the app's Database)"
+            )
         self.app = app
         self.store = store
-        self.sql = store if transactional and isinstance(store, SqlRecordStore) else None
         # Transactional mode either claims first, in a transaction of its own (so concurrent
         # duplicates see the claim and get 409), or (the default) writes the record once, at commit,
         # in the handler's transaction ("settle"), which saves a whole write transaction per
@@ -261,22 +273,15 @@ class IdempotencyMiddleware:
             await self.app(scope, receive, send)
             return
         values = [v.decode("latin-1") for k, v in scope["headers"] if k == _HEADER]
-        try:
-            key = parse_idempotency_key(values)
-        except InvalidIdempotencyKey as exc:
-            await self._problem(scope, send, exc.slug, exc.detail)
+        key = key_of(
+            values, required=policy == "required", method=scope["method"], path=scope["path"]
+        )
+        if isinstance(key, Refuse):
+            await self._refuse(key, scope, send)
             return
         if key is None:
-            if policy == "required":
-                await self._problem(
-                    scope,
-                    send,
-                    "idempotency-key-missing",
-                    f"{scope['method']} {scope['path']} requires an Idempotency-Key header.",
-                )
-                return
-            if self.sql is not None:
-                await self._unkeyed(self.sql, scope, receive, send)
+            if self.tx is not None:
+                await self._unkeyed(self.tx, scope, receive, send)
             else:
                 await self.app(scope, receive, send)
             return
@@ -285,9 +290,13 @@ class IdempotencyMiddleware:
         body = await _read_body(receive)
         if body is None:
             return
-        request = _Request(
+        request = Request(
             scope=self.scope_of(scope),
-            key=key.value,
+            key=key,
+            method=scope["method"],
+            path=scope["path"],
+            query=scope["query_string"],
+            body=body,
             fingerprint=fingerprint(
                 scope["method"],
                 scope["path"],
@@ -295,32 +304,29 @@ class IdempotencyMiddleware:
                 body,
                 key=self.fingerprint_key,
             ),
-            body=body,
-            receive=_replaying({"type": "http.request", "body": body, "more_body": False}, receive),
+            keys=self._fingerprint_keys,
         )
-        if self.sql is not None:
-            await self._transactional(self.sql, request, scope, send)
+        receive = _replaying({"type": "http.request", "body": body, "more_body": False}, receive)
+        if self.tx is not None:
+            await self._transactional(self.tx, request, scope, receive, send)
         else:
-            await self._plain(request, scope, send)
+            await self._plain(request, scope, receive, send)
 
-    async def _plain(self, req: _Request, scope: Scope, send: Send) -> None:
+    async def _plain(self, req: Request, scope: Scope, receive: Receive, send: Send) -> None:
         claim = await self.store.claim(
             req.scope, req.key, req.fingerprint, lease=self.lease, ttl=self.ttl
         )
-        if isinstance(claim, OverQuota):
-            await self._over_quota(claim, scope, send)
-            return
-        if isinstance(claim, Found):
-            await self._answer_found(claim.record, req, scope, send)
+        if not isinstance(claim, Claimed):
+            await self._answer(not_claimed(claim, req, clock.now()), req, scope, send)
             return
         capture = _Capture(self.max_body)
         try:
-            await self.app(scope, req.receive, capture.send)
+            await self.app(scope, receive, capture.send)
             status = capture.status
         except BaseException:
             await self.store.release(req.scope, req.key, claim.lease_token)
             raise
-        if self._storable(status) and (status < 500 or self.store_server_errors):
+        if keep_plain(status, store_server_errors=self.store_server_errors) is Keep.STORE:
             stored = self._stored(capture, req)
             if not await self.store.complete(
                 req.scope, req.key, claim.lease_token, stored, ttl=self.ttl
@@ -332,109 +338,85 @@ class IdempotencyMiddleware:
         await capture.forward(send)
 
     async def _unkeyed(
-        self, sql: SqlRecordStore, scope: Scope, receive: Receive, send: Send
+        self, tx: TransactionalRecordStore, scope: Scope, receive: Receive, send: Send
     ) -> None:
         """A request without a key: held as a keyed one is, with nothing to record."""
         capture = _Capture(self.max_body)
         try:
-            async with sql.db.hold():
+            async with tx.hold():
                 await self.app(scope, receive, capture.send)
-                if capture.status >= 400:
-                    raise _Discard
+                keep = keep_transactional(capture.status)
+                if keep is not Keep.COMMIT:
+                    raise _Discard(keep)
         except _Discard:
             pass
         await capture.forward(send)
 
     async def _transactional(
-        self, sql: SqlRecordStore, req: _Request, scope: Scope, send: Send
+        self, tx: TransactionalRecordStore, req: Request, scope: Scope, receive: Receive, send: Send
     ) -> None:
         claim = None
-        if not self.claim_first:
-            if not sql.can_lock:
-                settled, full = await sql.read_checked(req.scope, req.key)
-                if _live(settled):
-                    await self._answer_found(settled, req, scope, send)
-                    return
-                if full:
-                    await self._over_quota(await sql.over_quota(req.scope), scope, send)
-                    return
-        else:
-            first = await sql.claim(
+        if self.claim_first:
+            first = await tx.claim(
                 req.scope, req.key, req.fingerprint, lease=self.lease, ttl=self.ttl
             )
-            if isinstance(first, OverQuota):
-                await self._over_quota(first, scope, send)
-                return
-            if isinstance(first, Found):
-                await self._answer_found(first.record, req, scope, send)
+            if not isinstance(first, Claimed):
+                await self._answer(not_claimed(first, req, clock.now()), req, scope, send)
                 return
             claim = first
         capture = _Capture(self.max_body)
         try:
             # The handler's own unit of work joins the held one; it commits at the end of this
             # block, with the record completed in it, or not at all.
-            async with sql.db.hold() as held:
-                if claim is None and sql.can_lock:
-                    held_key, found, full = await sql.lock_in(
-                        (await held.begin()).conn, req.scope, req.key
-                    )
-                    if not held_key:
-                        raise _Busy
-                    if _live(found):
-                        raise _Taken(found)
-                    if full:
-                        raise _Full
-                await self.app(scope, req.receive, capture.send)
-                if capture.status >= 400 or not self._storable(capture.status):
-                    raise _Discard
+            async with tx.hold() as held:
+                if claim is None:
+                    decision = on_lookup(await tx.look(held, req.scope, req.key), req, clock.now())
+                    if not isinstance(decision, Run):
+                        raise _Answer(decision)
+                await self.app(scope, receive, capture.send)
+                keep = keep_transactional(capture.status)
+                if keep is not Keep.COMMIT:
+                    raise _Discard(keep)
                 uow = await held.begin()
                 stored = self._stored(capture, req)
-                uow.before_commit(self._completion(sql, uow, req, claim, stored))
-        except _Discard:
-            taken = await self._after_refusal(sql, req, claim, capture)
+                uow.before_commit(self._completion(tx, uow, req, claim, stored))
+        except _Discard as discard:
+            taken = await self._after_refusal(tx, req, claim, capture, discard.keep)
             if taken is not None:
-                await self._answer_found(taken, req, scope, send)
+                await self._answer(taken, req, scope, send)
                 return
         except LeaseLost:
-            await self._in_progress(
-                scope,
-                send,
-                "Another request took this Idempotency-Key over; nothing was applied by this one.",
-                IN_PROGRESS_RETRY_AFTER,
-            )
+            await self._refuse(LEASE_LOST, scope, send)
             return
-        except _Busy:
-            await self._in_progress(scope, send, _STILL_RUNNING, IN_PROGRESS_RETRY_AFTER)
-            return
-        except _Full:
-            await self._over_quota(await sql.over_quota(req.scope), scope, send)
-            return
-        except _Taken as taken:
-            await self._answer_found(taken.record, req, scope, send)
+        except _Answer as answer:
+            decision = answer.decision
+            if isinstance(decision, Full):
+                decision = over_quota(await tx.over_quota(req.scope))
+            await self._answer(decision, req, scope, send)
             return
         except Exception:
             if claim is not None:
-                await sql.release(req.scope, req.key, claim.lease_token)
+                await tx.release(req.scope, req.key, claim.lease_token)
                 raise
             # Unclaimed, the handler may have failed only because the key's first request
             # already did its work (a unique constraint, say): then that request's answer stands.
-            settled = await sql.read(req.scope, req.key)
+            settled = await tx.read(req.scope, req.key)
             if settled is None:
                 raise
-            await self._answer_found(settled, req, scope, send)
+            await self._answer(found(settled, req, clock.now()), req, scope, send)
             return
         except BaseException:
             if claim is not None:
-                await sql.release(req.scope, req.key, claim.lease_token)
+                await tx.release(req.scope, req.key, claim.lease_token)
             raise
         _count("executed")
         await capture.forward(send)
 
     def _completion(
         self,
-        sql: SqlRecordStore,
+        tx: TransactionalRecordStore,
         uow: UnitOfWork,
-        req: _Request,
+        req: Request,
         claim: Claimed | None,
         stored: StoredResponse,
     ) -> Callable[[], Awaitable[None]]:
@@ -442,42 +424,44 @@ class IdempotencyMiddleware:
 
         async def complete() -> None:
             if claim is not None:
-                if not await sql.complete_in(
-                    uow.conn, req.scope, req.key, claim.lease_token, stored, ttl=self.ttl
+                if not await tx.complete_in(
+                    uow, req.scope, req.key, claim.lease_token, stored, ttl=self.ttl
                 ):
                     raise LeaseLost
                 return
-            taken = await sql.settle_in(
-                uow.conn, req.scope, req.key, req.fingerprint, stored, ttl=self.ttl
+            taken = await tx.settle_in(
+                uow, req.scope, req.key, req.fingerprint, stored, ttl=self.ttl
             )
             if taken is not None:
-                raise _Taken(taken)
+                raise _Answer(found(taken, req, clock.now()))
 
         return complete
 
     async def _after_refusal(
-        self, sql: SqlRecordStore, req: _Request, claim: Claimed | None, capture: _Capture
-    ) -> Record | None:
+        self,
+        tx: TransactionalRecordStore,
+        req: Request,
+        claim: Claimed | None,
+        capture: _Capture,
+        keep: Keep,
+    ) -> Replay | Refuse | None:
         """The handler's writes are rolled back: keep a 4xx answer, release the key otherwise.
 
-        Returns the record of a request that settled the key first, if one did.
+        Returns the answer of a request that settled the key first, if one did.
         """
-        status = capture.status
-        if not self._storable(status) or status >= 500:
+        if keep is Keep.RELEASE:
             if claim is not None:
-                await sql.release(req.scope, req.key, claim.lease_token)
+                await tx.release(req.scope, req.key, claim.lease_token)
             return None
         stored = self._stored(capture, req)
         if claim is None:
-            return await sql.settle(req.scope, req.key, req.fingerprint, stored, ttl=self.ttl)
-        if not await sql.complete(req.scope, req.key, claim.lease_token, stored, ttl=self.ttl):
+            taken = await tx.settle(req.scope, req.key, req.fingerprint, stored, ttl=self.ttl)
+            return None if taken is None else found(taken, req, clock.now())
+        if not await tx.complete(req.scope, req.key, claim.lease_token, stored, ttl=self.ttl):
             log.warning("key %r: lease lost before the response was stored", req.key)
         return None
 
-    def _storable(self, status: int) -> bool:
-        return status not in UNSTORED_STATUSES
-
-    def _stored(self, capture: _Capture, req: _Request) -> StoredResponse:
+    def _stored(self, capture: _Capture, req: Request) -> StoredResponse:
         """What to keep of the captured response: a `no-store` body only sealed, if at all."""
         stored = capture.stored(self.replay_headers)
         if stored.body is None or not forbids_storing(stored.headers):
@@ -487,7 +471,7 @@ class IdempotencyMiddleware:
         sealed = self.sealer.seal_bytes(stored.body, context=context(req.scope, req.key))
         return dataclasses.replace(stored, body=sealed)
 
-    def _opened(self, response: StoredResponse, req: _Request) -> bytes | None:
+    def _opened(self, response: StoredResponse, req: Request) -> bytes | None:
         """The body to replay (unsealed), or None when it was not kept."""
         if response.body is None or not forbids_storing(response.headers):
             return response.body
@@ -495,82 +479,31 @@ class IdempotencyMiddleware:
             return None
         return self.sealer.open_bytes(response.body, context=context(req.scope, req.key))
 
-    async def _answer_found(self, record: Record, req: _Request, scope: Scope, send: Send) -> None:
-        if not self._same_request(record.fingerprint, req, scope):
-            _count("reused")
-            await self._problem(
-                scope,
-                send,
-                "idempotency-key-reused",
-                "This Idempotency-Key was used for a different request (method, path or body).",
-            )
-        elif record.state is State.IN_PROGRESS or record.response is None:
-            wait = (record.locked_until - clock.now()) / timedelta(seconds=1)
-            await self._in_progress(
-                scope, send, _STILL_RUNNING, max(0.0, min(wait, IN_PROGRESS_RETRY_AFTER))
-            )
-        elif (body := self._opened(record.response, req)) is None:
-            _count("replayed")
-            response = record.response
-            why = (
-                "was marked Cache-Control: no-store and this server has no key to keep it sealed"
-                if self.sealer is None and forbids_storing(response.headers)
-                else f"exceeded the {self.max_body}-byte replay limit"
-            )
-            await self._problem(
-                scope,
-                send,
-                "idempotency-response-unavailable",
-                f"The request with this Idempotency-Key completed with status {response.status}, "
-                f"but its response {why} and was not kept.",
-                headers={n: v for n, v in response.headers if n.lower() == "location"},
-                original_status=response.status,
-            )
-        else:
-            _count("replayed")
-            await _replay(record.response, body, send)
+    async def _answer(
+        self, decision: Replay | Refuse, req: Request, scope: Scope, send: Send
+    ) -> None:
+        """Replay the stored answer (its body unsealed), or refuse."""
+        if isinstance(decision, Replay):
+            response = decision.response
+            body = self._opened(response, req)
+            if body is not None:
+                _count("replayed")
+                await _replay(response, body, send)
+                return
+            decision = unavailable(response, sealer=self.sealer is not None, max_body=self.max_body)
+        await self._refuse(decision, scope, send)
 
-    def _same_request(self, stored: str, req: _Request, scope: Scope) -> bool:
-        """Whether a stored fingerprint is this request's: made now, or under an older key.
-
-        One made under a key this process no longer has (rotated away) is taken to match: its
-        request cannot be told from another, and a replay never applies anything twice.
-        """
-        if stored == req.fingerprint:
-            return True
-        same = matches(
-            stored,
-            scope["method"],
-            scope["path"],
-            scope["query_string"],
-            req.body,
-            keys=self._fingerprint_keys,
-        )
-        return same is not False
-
-    async def _in_progress(self, scope: Scope, send: Send, detail: str, wait: float) -> None:
-        """409 `idempotency-in-progress`, retry after `wait` seconds."""
-        _count("in-progress")
+    async def _refuse(self, refusal: Refuse, scope: Scope, send: Send) -> None:
+        """The refusal's problem, its outcome counted."""
+        if refusal.outcome is not None:
+            _count(refusal.outcome)
         await self._problem(
             scope,
             send,
-            "idempotency-in-progress",
-            detail,
-            headers={"retry-after": format_retry_after(wait)},
-        )
-
-    async def _over_quota(self, refusal: OverQuota, scope: Scope, send: Send) -> None:
-        """429 `quota-exceeded`: nothing ran; retry once enough stored answers have expired."""
-        _count("over-quota")
-        await self._problem(
-            scope,
-            send,
-            "quota-exceeded",
-            f"The answers stored for this account's Idempotency-Keys hold {refusal.limit} bytes "
-            "or more, its limit: a request with a new key runs once some of them have expired "
-            "(keys already used still replay). Nothing was applied.",
-            headers={"retry-after": format_retry_after(refusal.retry_after)},
-            limit=refusal.limit,
+            refusal.slug,
+            refusal.detail,
+            headers=refusal.headers,
+            **dict(refusal.extensions),
         )
 
     async def _problem(
@@ -580,7 +513,7 @@ class IdempotencyMiddleware:
         slug: str,
         detail: str,
         *,
-        headers: dict[str, str] | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
         **extensions: Any,
     ) -> None:
         state = scope.get("state", {})
@@ -594,17 +527,9 @@ class IdempotencyMiddleware:
         )
         body = encode(document)
         raw = [(b"content-type", MEDIA_TYPE.encode()), (b"content-length", b"%d" % len(body))]
-        raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+        raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
         await send({"type": "http.response.start", "status": document["status"], "headers": raw})
         await send({"type": "http.response.body", "body": body})
-
-
-def _live(record: Record | None) -> TypeGuard[Record]:
-    """Whether `record` answers the key: completed, or claimed by a request whose lease runs.
-
-    A claim whose lease ran out belongs to a dead request: settling takes it over.
-    """
-    return record is not None and record.answers(clock.now())
 
 
 def _count(outcome: str) -> None:
@@ -619,18 +544,3 @@ async def _replay(response: StoredResponse, body: bytes, send: Send) -> None:
     headers.append((REPLAYED_HEADER.encode(), b"true"))
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-class _Request:
-    """What the middleware knows about one keyed request."""
-
-    __slots__ = ("body", "fingerprint", "key", "receive", "scope")
-
-    def __init__(
-        self, *, scope: str, key: str, fingerprint: str, body: bytes, receive: Receive
-    ) -> None:
-        self.scope = scope
-        self.key = key
-        self.fingerprint = fingerprint
-        self.body = body
-        self.receive = receive

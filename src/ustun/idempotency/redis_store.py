@@ -115,6 +115,11 @@ class RedisRecordStore:
         self._complete = redis.register_script(_COMPLETE)
         self._release = redis.register_script(_RELEASE)
 
+    @property
+    def transactional(self) -> None:
+        """None: records in Redis cannot commit with the app's database (plain mode only)."""
+        return None
+
     @classmethod
     def from_url(
         cls, url: str, *, prefix: str = DEFAULT_PREFIX, max_bytes: int | None = None

@@ -9,6 +9,10 @@ answer. Triggers keep each scope's bytes in `idempotency_usage` (migration 0016)
 transaction as every write of a record; the check reads them in the statement that reads the
 key, so it costs no round trip. Requests under way when the quota is reached still store their
 answers: the quota may be passed by as many answers as there are concurrent requests.
+
+The writes of a request (claim, lock-and-read, settle, complete, release) are plans
+(`store.plans`), written once: the store runs them on its async connection, and a host
+framework's synchronous connection can run the same ones (`run_sync`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,7 +39,6 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock
 from ustun.idempotency.records import (
@@ -42,6 +46,7 @@ from ustun.idempotency.records import (
     Claim,
     Claimed,
     Found,
+    Lookup,
     OverQuota,
     Record,
     State,
@@ -53,7 +58,9 @@ from ustun.idempotency.tables import idempotency_records as records
 from ustun.idempotency.tables import idempotency_usage as usage
 from ustun.store import Database
 from ustun.store.migrate import RequiredTables
+from ustun.store.plans import Plan, Query, count, rows, run
 from ustun.store.statements import FastRow, Statement
+from ustun.store.uow import Held, UnitOfWork
 
 _CLAIM_ATTEMPTS = 3
 # How often the sweeper purges expired records by default: a full scope's bytes come back then.
@@ -86,6 +93,10 @@ def _first(rows: Sequence[Any]) -> Record | None:
 def _found(row: FastRow) -> Record | None:
     """The record of an outer-joined row, if it found one."""
     return _record(row) if row.state is not None else None
+
+
+def _full(used: int, max_bytes: int | None) -> bool:
+    return max_bytes is not None and used >= max_bytes
 
 
 def _record(row: FastRow) -> Record:
@@ -169,18 +180,36 @@ _READ_CHECKED = Statement(
     .bindparams(bindparam("now", type_=records.c.expires_at.type))
     .columns(**_KEY_AND_USAGE_COLUMNS)
 )
+
+
+def _locked_and_read(lock: str) -> Executable:
+    """`_READ_CHECKED`'s read, after a column `locked` that says whether `lock` took the key."""
+    return (
+        text(f"SELECT {lock} AS locked," + _KEY_AND_USAGE)
+        .bindparams(bindparam("now", type_=records.c.expires_at.type))
+        .columns(locked=Boolean, **_KEY_AND_USAGE_COLUMNS)
+    )
+
+
 # PostgreSQL: take the key's transaction-scoped advisory lock (held until COMMIT/ROLLBACK, or
 # until the session dies) and read as `_READ_CHECKED`, in one statement. A 64-bit hash of the
 # length-prefixed scope and key names the lock: two keys sharing it would only wait on each other.
+# SQLite has no such lock: its writers queue, and a duplicate that ran meanwhile finds the
+# record when it settles, and rolls back.
 _LOCK_AND_READ = Statement(
-    text(
-        """SELECT pg_try_advisory_xact_lock(hashtextextended(
+    _locked_and_read(
+        """pg_try_advisory_xact_lock(hashtextextended(
              length(CAST(:scope AS text)) || ':' || CAST(:scope AS text) || CAST(:key AS text), 0
-           )) AS locked,"""
-        + _KEY_AND_USAGE
+           ))"""
+    ),
+    per_dialect={"sqlite": _locked_and_read("1")},
+)
+_RELEASE = Statement(
+    delete(records).where(
+        records.c.scope == bindparam("scope"),
+        records.c.key == bindparam("key"),
+        records.c.lease_token == bindparam("lease_token"),
     )
-    .bindparams(bindparam("now", type_=records.c.expires_at.type))
-    .columns(locked=Boolean, **_KEY_AND_USAGE_COLUMNS)
 )
 
 
@@ -218,8 +247,115 @@ _OLDEST = Statement(
 )
 
 
+def _upsert(
+    scope: str,
+    key: str,
+    fingerprint: str,
+    token: str,
+    values: dict[str, Any],
+    now: datetime,
+    ttl: float,
+) -> Query:
+    """Insert the record, or replace one that expired or whose lease ran out. No RETURNING:
+    the count of rows changed (1 or 0) says whether the insert or the takeover happened."""
+    return count(
+        _UPSERT,
+        {
+            "scope": scope,
+            "key": key,
+            "fingerprint": fingerprint,
+            "lease_token": token,
+            "status": None,
+            "headers": None,
+            "body": None,
+            "created_at": now,
+            "expires_at": now + timedelta(seconds=ttl),
+            "now": now,
+            **values,
+        },
+    )
+
+
+def claim_key(
+    scope: str, key: str, fingerprint: str, *, lease: float, ttl: float, max_bytes: int | None
+) -> Plan[Claimed | Lookup]:
+    """Hold the key as in progress: `Claimed`; or what holds it (a `Lookup` of its record), or,
+    with `max_bytes`, a new key of a scope at its quota (a `Lookup` that is `full`)."""
+    if max_bytes is not None:
+        [row] = yield rows(_READ_CHECKED, _live(scope, key))
+        found = _found(row)
+        if found is not None and found.answers(clock.now()):
+            return Lookup(found, full=False)
+        if _full(row.used, max_bytes):
+            return Lookup(None, full=True)
+    for _ in range(_CLAIM_ATTEMPTS):
+        now, token = clock.now(), new_lease_token()
+        claimed = {"state": _CLAIMED, "locked_until": now + timedelta(seconds=lease)}
+        if (yield _upsert(scope, key, fingerprint, token, claimed, now, ttl)) == 1:
+            return Claimed(token)
+        found = _first((yield rows(_READ, _live(scope, key))))
+        if found is not None:
+            return Lookup(found, full=False)
+        # Released between our upsert and our read: try again.
+    raise RuntimeError(f"could not claim idempotency key {key!r}: it keeps changing hands")
+
+
+def lock_key(scope: str, key: str, *, max_bytes: int | None) -> Plan[Lookup]:
+    """Hold the key until the transaction ends (PostgreSQL), and read its record and whether
+    its scope is at `max_bytes`. While held, no other transaction can hold it; a crash releases
+    it with the rolled-back transaction."""
+    [row] = yield rows(_LOCK_AND_READ, _live(scope, key))
+    return Lookup(_found(row), _full(row.used, max_bytes), held=bool(row.locked))
+
+
+def settle_key(
+    scope: str, key: str, fingerprint: str, response: StoredResponse, *, ttl: float
+) -> Plan[Record | None]:
+    """Claim and complete a free key in one statement: None when the record is ours now; else
+    the live record that was there first (and the caller must roll its transaction back)."""
+    now = clock.now()
+    settled = {
+        "state": _SETTLED,
+        "locked_until": now,
+        "status": response.status,
+        "headers": response.headers_json(),
+        "body": response.body,
+    }
+    if (yield _upsert(scope, key, fingerprint, new_lease_token(), settled, now, ttl)) == 1:
+        return None
+    found = _first((yield rows(_READ, _live(scope, key))))
+    if found is None:  # impossible: our upsert holds the row lock
+        raise RuntimeError(f"idempotency record {key!r} vanished under a write lock")
+    return found
+
+
+def complete_key(
+    scope: str, key: str, lease_token: str, response: StoredResponse, *, ttl: float
+) -> Plan[bool]:
+    """Store the response of the claim fenced by `lease_token`; False when the lease was lost."""
+    changed = yield count(
+        _COMPLETE,
+        {
+            "scope": scope,
+            "key": key,
+            "lease_token": lease_token,
+            "status": response.status,
+            "headers": response.headers_json(),
+            "body": response.body,
+            "expires_at": clock.now() + timedelta(seconds=ttl),
+        },
+    )
+    return bool(changed == 1)
+
+
+def release_key(scope: str, key: str, lease_token: str) -> Plan[None]:
+    """Delete the claim if `lease_token` still fences it."""
+    yield count(_RELEASE, {"scope": scope, "key": key, "lease_token": lease_token})
+
+
 class SqlRecordStore:
-    """Records in the `idempotency_records` table of `db`.
+    """Records in the `idempotency_records` table of `db`, written in the handler's transaction
+    or in transactions of their own.
 
     `create_tables` (default: on SQLite only) lets `prepare` migrate a database that lacks it.
     `max_bytes` (None: no limit) is each scope's quota of bytes of stored answers.
@@ -230,30 +366,29 @@ class SqlRecordStore:
     ) -> None:
         self.db = db
         self._tables = RequiredTables(db, records.name, usage.name, create=create_tables)
-        # PostgreSQL can hold a key for the length of a transaction (see `lock_in`).
-        self.can_lock = not db.is_sqlite
+        # PostgreSQL can hold a key for the length of a transaction (`lock_key`); on SQLite a
+        # key is read before the transaction, which would take the write lock for a replay.
+        self._locks = not db.is_sqlite
         self.max_bytes = max_bytes
         self._retry_at: dict[str, datetime] = {}  # scope → when its refusals say to come back
 
-    def _full(self, used: int) -> bool:
-        return self.max_bytes is not None and used >= self.max_bytes
+    @property
+    def transactional(self) -> SqlRecordStore:
+        """Itself: it writes in the database the handlers write in."""
+        return self
 
-    async def lock_in(
-        self, conn: AsyncConnection, scope: str, key: str
-    ) -> tuple[bool, Record | None, bool]:
-        """Hold the key until the caller's transaction ends (PostgreSQL), and read its record.
+    def hold(self) -> AbstractAsyncContextManager[Held]:
+        """`Database.hold()` of its database."""
+        return self.db.hold()
 
-        Returns whether the key is now held, its live record if any, and whether its scope is
-        at its quota (then a new request is refused: `over_quota`). While held, no other
-        transaction can hold the key; a crash releases it with the rolled-back transaction.
-        """
-        [row] = await _LOCK_AND_READ.rows(conn, _live(scope, key))
-        return bool(row.locked), _found(row), self._full(row.used)
-
-    async def read_checked(self, scope: str, key: str) -> tuple[Record | None, bool]:
-        """A key's live record, if any, and whether its scope is at its quota: one read."""
+    async def look(self, held: Held, scope: str, key: str) -> Lookup:
+        """On PostgreSQL, hold the key from the first statement of `held`'s transaction and
+        read it there; on SQLite, read it alone (one read, no write lock)."""
+        if self._locks:
+            lookup = lock_key(scope, key, max_bytes=self.max_bytes)
+            return await run(lookup, (await held.begin()).conn)
         [row] = await _READ_CHECKED.read(self.db, _live(scope, key))
-        return _found(row), self._full(row.used)
+        return Lookup(_found(row), _full(row.used, self.max_bytes))
 
     async def over_quota(self, scope: str) -> OverQuota:
         """The refusal of a new key of `scope`, at its quota: come back once its oldest record
@@ -280,32 +415,18 @@ class SqlRecordStore:
         self, scope: str, key: str, fingerprint: str, *, lease: float, ttl: float
     ) -> Claim:
         """Claim in a transaction of its own, committed at once so duplicates see it."""
+        plan = claim_key(scope, key, fingerprint, lease=lease, ttl=ttl, max_bytes=self.max_bytes)
         async with self.db.unit_of_work() as uow:
-            if self.max_bytes is not None:
-                [row] = await _READ_CHECKED.rows(uow.conn, _live(scope, key))
-                found = _found(row)
-                if found is not None and found.answers(clock.now()):
-                    return Found(found)
-                if self._full(row.used):
-                    return await self.over_quota(scope)
-            for _ in range(_CLAIM_ATTEMPTS):
-                now = clock.now()
-                token = new_lease_token()
-                values = {
-                    "state": _CLAIMED,
-                    "locked_until": now + timedelta(seconds=lease),
-                }
-                if await self._upsert(uow.conn, scope, key, fingerprint, token, values, now, ttl):
-                    return Claimed(token)
-                found = await self._read(uow.conn, scope, key)
-                if found is not None:
-                    return Found(found)
-                # Released between our upsert and our read: try again.
-        raise RuntimeError(f"could not claim idempotency key {key!r}: it keeps changing hands")
+            claimed = await run(plan, uow.conn)
+        if isinstance(claimed, Claimed):
+            return claimed
+        if claimed.record is not None:
+            return Found(claimed.record)
+        return await self.over_quota(scope)
 
     async def settle_in(
         self,
-        conn: AsyncConnection,
+        uow: UnitOfWork,
         scope: str,
         key: str,
         fingerprint: str,
@@ -313,79 +434,32 @@ class SqlRecordStore:
         *,
         ttl: float,
     ) -> Record | None:
-        """Claim and complete in one statement, in the caller's transaction (no prior claim).
-
-        None when the record is now ours; otherwise the live record that was there first, and
-        the caller must roll its transaction back.
-        """
-        now = clock.now()
-        values = {
-            "state": _SETTLED,
-            "locked_until": now,
-            "status": response.status,
-            "headers": response.headers_json(),
-            "body": response.body,
-        }
-        token = new_lease_token()
-        if await self._upsert(conn, scope, key, fingerprint, token, values, now, ttl):
-            return None
-        found = await self._read(conn, scope, key)
-        if found is None:  # impossible: our upsert holds the row lock
-            raise RuntimeError(f"idempotency record {key!r} vanished under a write lock")
-        return found
+        """Claim and complete in one statement of `uow`'s transaction (no prior claim): None
+        when the record is ours now; else the live record that was there first, and the
+        caller must roll its transaction back."""
+        return await run(settle_key(scope, key, fingerprint, response, ttl=ttl), uow.conn)
 
     async def settle(
         self, scope: str, key: str, fingerprint: str, response: StoredResponse, *, ttl: float
     ) -> Record | None:
         """`settle_in` in a transaction of its own."""
         async with self.db.unit_of_work() as uow:
-            return await self.settle_in(uow.conn, scope, key, fingerprint, response, ttl=ttl)
-
-    async def _upsert(
-        self,
-        conn: AsyncConnection,
-        scope: str,
-        key: str,
-        fingerprint: str,
-        token: str,
-        values: dict[str, Any],
-        now: datetime,
-        ttl: float,
-    ) -> bool:
-        """Insert the record, or replace one that expired or whose lease ran out; True if won."""
-        row = {
-            "scope": scope,
-            "key": key,
-            "fingerprint": fingerprint,
-            "lease_token": token,
-            "status": None,
-            "headers": None,
-            "body": None,
-            "created_at": now,
-            "expires_at": now + timedelta(seconds=ttl),
-            "now": now,
-            **values,
-        }
-        # No RETURNING: the row count says whether the insert or the takeover happened.
-        return await _UPSERT.count(conn, row) == 1
+            return await self.settle_in(uow, scope, key, fingerprint, response, ttl=ttl)
 
     async def read(self, scope: str, key: str) -> Record | None:
         """The live record of a key, if any (an expired one counts as absent)."""
         return _first(await _READ.read(self.db, _live(scope, key)))
-
-    async def _read(self, conn: AsyncConnection, scope: str, key: str) -> Record | None:
-        return _first(await _READ.rows(conn, _live(scope, key), begin=False))
 
     async def complete(
         self, scope: str, key: str, lease_token: str, response: StoredResponse, *, ttl: float
     ) -> bool:
         """Store the response in a transaction of its own."""
         async with self.db.unit_of_work() as uow:
-            return await self.complete_in(uow.conn, scope, key, lease_token, response, ttl=ttl)
+            return await self.complete_in(uow, scope, key, lease_token, response, ttl=ttl)
 
     async def complete_in(
         self,
-        conn: AsyncConnection,
+        uow: UnitOfWork,
         scope: str,
         key: str,
         lease_token: str,
@@ -393,31 +467,13 @@ class SqlRecordStore:
         *,
         ttl: float,
     ) -> bool:
-        """Store the response in the caller's transaction; False when the lease was lost."""
-        changed = await _COMPLETE.count(
-            conn,
-            {
-                "scope": scope,
-                "key": key,
-                "lease_token": lease_token,
-                "status": response.status,
-                "headers": response.headers_json(),
-                "body": response.body,
-                "expires_at": clock.now() + timedelta(seconds=ttl),
-            },
-        )
-        return changed == 1
+        """Store the response in `uow`'s transaction; False when the lease was lost."""
+        return await run(complete_key(scope, key, lease_token, response, ttl=ttl), uow.conn)
 
     async def release(self, scope: str, key: str, lease_token: str) -> None:
         """Delete the claim if it is still ours."""
         async with self.db.unit_of_work() as uow:
-            await uow.conn.execute(
-                delete(records).where(
-                    records.c.scope == scope,
-                    records.c.key == key,
-                    records.c.lease_token == lease_token,
-                )
-            )
+            await run(release_key(scope, key, lease_token), uow.conn)
 
     async def purge_expired(self) -> int:
         """Delete the records expired by now (they already count as absent); return how many.
