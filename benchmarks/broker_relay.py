@@ -50,8 +50,8 @@ from ustun.store import Database
 from ustun.store.migrate import upgrade
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
-from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.sending.outbox import emit
 from webhooks import SECRET_KEY, drained, drop_pg, pg_database
 
 

@@ -32,9 +32,9 @@ from nats.js.api import StreamConfig
 
 from ustun.http.signature import Secret
 from ustun.http.signature import headers as signed_headers
-from ustun.webhooks import message
 from ustun.webhooks.brokers import Brokers, Destination
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
+from ustun.webhooks.sending import message
 
 RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/"
 NATS_URL = "nats://127.0.0.1:4222"

@@ -24,7 +24,7 @@ from backlog import add_endpoints, insert_backlog, new_account
 from ustun import clock
 from ustun.store import Database
 from ustun.webhooks.adapters.postgres import CLAIM
-from ustun.webhooks.dispatcher import DEFAULT_BATCH
+from ustun.webhooks.sending.dispatcher import DEFAULT_BATCH
 from ustun.webhooks.store import PACING_HORIZON
 from webhooks import drop_pg, pg_database
 

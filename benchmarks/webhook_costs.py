@@ -35,9 +35,9 @@ from ustun import ids
 from ustun.http.signature import Secret
 from ustun.http.signature import headers as signed_headers
 from ustun.store import Database
-from ustun.webhooks import dispatcher, transport
-from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.sending import dispatcher, transport
+from ustun.webhooks.sending.outbox import emit
 from webhooks import (
     CONCURRENCY,
     RECEIVER,

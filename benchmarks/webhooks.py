@@ -36,8 +36,8 @@ from ustun.service.plumbing.accounts import account_for_key, create_key
 from ustun.store import Database
 from ustun.store.migrate import upgrade
 from ustun.webhooks import endpoints as ops
-from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.sending.outbox import emit
 from ustun.webhooks.tables import deliveries
 
 try:

@@ -34,7 +34,7 @@ import asyncpg
 from backlog import SECRET_KEY, add_endpoints, insert_backlog, new_account
 from jobs import backend_cpu
 from ustun.store import Database
-from ustun.webhooks.outbox import emit
+from ustun.webhooks.sending.outbox import emit
 from webhooks import drop_pg, free_port, pg_database, wait_up
 
 HEALTHY = 49

@@ -20,8 +20,8 @@ from nats.js.api import StreamConfig
 
 from support import free_port
 from ustun.http.signature import Secret, headers
-from ustun.webhooks import message
-from ustun.webhooks.inbox import DatabaseInbox
+from ustun.webhooks.receiving.inbox import DatabaseInbox
+from ustun.webhooks.sending import message
 
 RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/"
 NATS_URL = "nats://127.0.0.1:4222"

@@ -30,8 +30,8 @@ from ustun.service import create_app
 from ustun.service.plumbing.accounts import create_key
 from ustun.settings import Settings
 from ustun.store import Database
-from ustun.webhooks.inbox import MemoryInbox
-from ustun.webhooks.receiver import WebhookReceiver
+from ustun.webhooks.receiving.inbox import MemoryInbox
+from ustun.webhooks.receiving.receiver import WebhookReceiver
 from webhook_support import serving_http
 
 PROBLEM = "application/problem+json"

@@ -43,7 +43,7 @@ from ustun.store import Database
 from ustun.store.migrate import check_current, upgrade
 
 if TYPE_CHECKING:
-    from ustun.webhooks.handlers import Handlers
+    from ustun.webhooks.receiving.handlers import Handlers
 
 T = TypeVar("T")
 log = logging.getLogger("ustun.cli")
@@ -366,7 +366,7 @@ def listen(
     with _server_extra("listen"):
         import uvicorn
 
-        from ustun.webhooks.listen import app as listen_app
+        from ustun.webhooks.receiving.printer import app as listen_app
 
     settings = _settings()
     signing = _listen_secret(secret, settings)
@@ -377,7 +377,7 @@ def listen(
 
 def _printing() -> Handlers:
     """Handlers that print each event as one JSON line on stdout."""
-    from ustun.webhooks.handlers import Handlers
+    from ustun.webhooks.receiving.handlers import Handlers
 
     printing = Handlers()
 
@@ -436,9 +436,9 @@ def reconcile(
 ) -> None:
     """Feed the events the receiver missed into its inbox and handlers (USTUN_DATABASE_URL is
     the receiver's database: the inbox, and the cursor stored beside it)."""
-    from ustun.webhooks import handlers as webhook_handlers
-    from ustun.webhooks.inbox import DatabaseInbox
-    from ustun.webhooks.reconciler import Reconciler
+    from ustun.webhooks.receiving import handlers as webhook_handlers
+    from ustun.webhooks.receiving.inbox import DatabaseInbox
+    from ustun.webhooks.receiving.reconciler import Reconciler
 
     settings = _settings()
     _setup_logging(settings)

@@ -95,9 +95,9 @@ LIBRARY = (
     "ustun.concurrency",
     "ustun.jobs",
     "ustun.store.migrate",
-    "ustun.webhooks.outbox",
-    "ustun.webhooks.dispatcher",
-    "ustun.webhooks.receiver",
+    "ustun.webhooks.sending.outbox",
+    "ustun.webhooks.sending.dispatcher",
+    "ustun.webhooks.receiving.receiver",
 )
 
 

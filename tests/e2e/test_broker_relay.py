@@ -20,9 +20,9 @@ from broker_support import (
 )
 from support import Served
 from ustun.store import Database
-from ustun.webhooks.consumers import consume_nats, consume_rabbitmq
-from ustun.webhooks.handlers import Handlers
-from ustun.webhooks.inbox import DatabaseInbox
+from ustun.webhooks.receiving.consumers import consume_nats, consume_rabbitmq
+from ustun.webhooks.receiving.handlers import Handlers
+from ustun.webhooks.receiving.inbox import DatabaseInbox
 from webhook_support import until
 
 PAYMENTS = 5

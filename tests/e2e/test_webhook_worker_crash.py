@@ -11,8 +11,8 @@ from support import UstunProcess, new_account
 from ustun.store import Database
 from ustun.store.migrate import upgrade
 from ustun.webhooks import endpoints as ops
-from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.sending.outbox import emit
 from ustun.webhooks.tables import deliveries
 from webhook_support import Receiver, sleep, until
 

@@ -9,7 +9,7 @@ import httpx
 
 from ustun.service.plumbing.accounts import account_for_key, create_key
 from ustun.store import Database
-from ustun.webhooks.outbox import emit
+from ustun.webhooks.sending.outbox import emit
 from webhook_support import until
 
 

@@ -12,7 +12,7 @@ from support import problem_of
 from ustun.service.plumbing.accounts import account_for_key, create_key
 from ustun.store import Database
 from ustun.webhooks import feed
-from ustun.webhooks.outbox import emit
+from ustun.webhooks.sending.outbox import emit
 from webhook_support import until
 
 

@@ -30,8 +30,8 @@ from ustun.store.migrate import (
     upgrade,
 )
 from ustun.webhooks import feed
-from ustun.webhooks.inbox import DatabaseInbox
-from ustun.webhooks.outbox import emit
+from ustun.webhooks.receiving.inbox import DatabaseInbox
+from ustun.webhooks.sending.outbox import emit
 from ustun.webhooks.tables import attempts, endpoints
 from webhook_support import until
 

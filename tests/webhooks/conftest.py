@@ -13,9 +13,9 @@ from support import in_background
 from ustun.service.plumbing.accounts import account_for_key
 from ustun.store import Database
 from ustun.webhooks import endpoints as ops
-from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
-from ustun.webhooks.handlers import Handlers
+from ustun.webhooks.receiving.handlers import Handlers
 from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.sending.dispatcher import DispatchConfig, Dispatcher
 from webhook_support import PUBLIC_URL, SCHEDULE, MakeEndpoint, Receiver
 
 

@@ -10,7 +10,7 @@ import pytest
 from ssrf_spellings import SPELLINGS
 from ustun.errors import RefusedAddress
 from ustun.webhooks.addresses import ALLOW_PRIVATE_HINT, forbidden_reason, url_refusal
-from ustun.webhooks.transport import guarded_socket
+from ustun.webhooks.sending.transport import guarded_socket
 
 REFUSED = [
     ("127.0.0.1", "loopback"),

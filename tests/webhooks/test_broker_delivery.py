@@ -34,8 +34,8 @@ from ustun.settings import Settings
 from ustun.store import Database
 from ustun.webhooks import verify
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
-from ustun.webhooks.consumers import consume_nats, consume_rabbitmq
-from ustun.webhooks.handlers import Handlers
+from ustun.webhooks.receiving.consumers import consume_nats, consume_rabbitmq
+from ustun.webhooks.receiving.handlers import Handlers
 from ustun.webhooks.tables import attempts, deliveries
 from webhook_support import serving, until
 

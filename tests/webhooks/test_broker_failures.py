@@ -24,8 +24,8 @@ from ustun.settings import Settings
 from ustun.store import Database
 from ustun.webhooks.brokers import Brokers, Destination
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
+from ustun.webhooks.sending.transport import TIMED_OUT
 from ustun.webhooks.tables import attempts, deliveries, endpoints
-from ustun.webhooks.transport import TIMED_OUT
 from webhook_support import serving, until
 
 SECRET = Secret.generate()

@@ -25,8 +25,8 @@ from support import free_port
 from ustun.http.signature import Secret
 from ustun.webhooks.brokers import Brokers, Destination
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
-from ustun.webhooks.transport import TIMED_OUT
-from ustun.webhooks.verify import verify
+from ustun.webhooks.receiving.verify import verify
+from ustun.webhooks.sending.transport import TIMED_OUT
 
 SECRET = Secret.generate()
 

@@ -15,7 +15,7 @@ from ustun.http.preconditions import Preconditions
 from ustun.store import Database
 from ustun.webhooks import operations
 from ustun.webhooks.adapters import for_database
-from ustun.webhooks.outbox import emit
+from ustun.webhooks.sending.outbox import emit
 from ustun.webhooks.store import Attempt, Claim, Settlement
 from ustun.webhooks.tables import attempts, deliveries, endpoints
 from webhook_support import MakeEndpoint

@@ -35,13 +35,13 @@ from broker_support import (
 )
 from ustun.http.signature import Secret, headers
 from ustun.store import Database
-from ustun.webhooks import consumers
 from ustun.webhooks.brokers import Brokers, Destination
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
-from ustun.webhooks.consumers import consume_nats, consume_rabbitmq
-from ustun.webhooks.handlers import Handlers
-from ustun.webhooks.inbox import DatabaseInbox, Inbox, MemoryInbox
-from ustun.webhooks.receiver import WebhookReceiver
+from ustun.webhooks.receiving import consumers
+from ustun.webhooks.receiving.consumers import consume_nats, consume_rabbitmq
+from ustun.webhooks.receiving.handlers import Handlers
+from ustun.webhooks.receiving.inbox import DatabaseInbox, Inbox, MemoryInbox
+from ustun.webhooks.receiving.receiver import WebhookReceiver
 from webhook_support import until
 
 SECRET = Secret.generate()

@@ -18,9 +18,9 @@ from ustun.store import Database
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks import verify
 from ustun.webhooks.adapters import for_database
-from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
-from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.sending.dispatcher import DispatchConfig, Dispatcher
+from ustun.webhooks.sending.outbox import emit
 from ustun.webhooks.tables import attempts, deliveries, endpoints, events
 from webhook_support import (
     PUBLIC_URL,

@@ -15,7 +15,7 @@ from ustun import clock, ids
 from ustun.service.plumbing.accounts import account_for_key, create_key
 from ustun.store import Database
 from ustun.webhooks import feed
-from ustun.webhooks.outbox import emit
+from ustun.webhooks.sending.outbox import emit
 from ustun.webhooks.tables import events
 from webhook_support import until
 

@@ -18,8 +18,8 @@ def test_verify_imports_no_server_dependency() -> None:
 def test_broker_clients_are_imported_only_when_a_broker_is_used() -> None:
     """`ustun[brokers]` is optional: the dispatcher side and the consumers load without it."""
     code = (
-        "import sys; import ustun.webhooks.brokers, ustun.webhooks.consumers, "
-        "ustun.webhooks.receiver; "
+        "import sys; import ustun.webhooks.brokers, ustun.webhooks.receiving.consumers, "
+        "ustun.webhooks.receiving.receiver; "
         "print([m for m in ('aio_pika', 'aiormq', 'nats') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -5,7 +5,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ustun.webhooks import message
+from ustun.webhooks.sending import message
 
 MOMENT = datetime(2026, 6, 1, 12, 30, 5, 123456, tzinfo=UTC)
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)))

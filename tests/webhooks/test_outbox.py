@@ -6,8 +6,8 @@ import pytest
 from sqlalchemy import func, select, update
 
 from ustun.store import Database
-from ustun.webhooks.outbox import emit
 from ustun.webhooks.patterns import matches
+from ustun.webhooks.sending.outbox import emit
 from ustun.webhooks.tables import deliveries, endpoints, events
 from webhook_support import MakeEndpoint
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from ustun import clock
-from ustun.webhooks.pacing import MAX_LAG, Pacer
+from ustun.webhooks.sending.pacing import MAX_LAG, Pacer
 
 
 async def _sent_at(pacer: Pacer, endpoint_id: str, offsets: list[float]) -> list[float]:

@@ -22,10 +22,10 @@ from ustun import ids
 from ustun.errors import TablesMissing
 from ustun.http.signature import Secret, headers
 from ustun.store import Database
-from ustun.webhooks.dispatcher import Dispatcher
-from ustun.webhooks.inbox import DatabaseInbox
-from ustun.webhooks.outbox import emit
-from ustun.webhooks.receiver import MAX_BODY, WebhookReceiver
+from ustun.webhooks.receiving.inbox import DatabaseInbox
+from ustun.webhooks.receiving.receiver import MAX_BODY, WebhookReceiver
+from ustun.webhooks.sending.dispatcher import Dispatcher
+from ustun.webhooks.sending.outbox import emit
 from webhook_support import MakeEndpoint, serving_http, until
 
 SECRET = Secret.generate()

@@ -15,9 +15,9 @@ from rich.console import Console
 from starlette.types import ASGIApp
 
 from ustun.http.signature import Secret, headers
-from ustun.webhooks import listen
-from ustun.webhooks.inbox import MemoryInbox
-from ustun.webhooks.receiver import WebhookReceiver
+from ustun.webhooks.receiving import printer
+from ustun.webhooks.receiving.inbox import MemoryInbox
+from ustun.webhooks.receiving.receiver import WebhookReceiver
 
 SECRET = Secret.generate()
 BODY = json.dumps({"id": "evt_1", "type": "payment.succeeded", "data": {"id": "pay_1"}}).encode()
@@ -38,7 +38,7 @@ async def app(request: pytest.FixtureRequest) -> AsyncIterator[tuple[ASGIApp, li
         await receiver.drain()
     else:
         out = io.StringIO()
-        yield listen.app(str(SECRET), tolerance=300, console=Console(file=out)), ran
+        yield printer.app(str(SECRET), tolerance=300, console=Console(file=out)), ran
 
 
 async def _post(app: ASGIApp, body: bytes, sent: dict[str, str]) -> httpx.Response:

@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 from broker_support import NATS_URL, RABBITMQ_URL
 from ustun import cli
 from ustun.http.signature import Secret, SigningKey, headers
-from ustun.webhooks.consumers import consume_nats, consume_rabbitmq
-from ustun.webhooks.handlers import Handlers
-from ustun.webhooks.inbox import MemoryInbox
-from ustun.webhooks.receiver import WebhookReceiver
+from ustun.webhooks.receiving.consumers import consume_nats, consume_rabbitmq
+from ustun.webhooks.receiving.handlers import Handlers
+from ustun.webhooks.receiving.inbox import MemoryInbox
+from ustun.webhooks.receiving.receiver import WebhookReceiver
 
 SECRET = Secret.generate()
 BODY = json.dumps({"id": "evt_1", "type": "payment.succeeded", "data": {"id": "pay_1"}}).encode()

@@ -25,9 +25,9 @@ from ustun.service import create_app
 from ustun.settings import Settings
 from ustun.store import Database
 from ustun.webhooks import Handlers, Reconciler
-from ustun.webhooks.cursors import DatabaseCursors
-from ustun.webhooks.inbox import DatabaseInbox
-from ustun.webhooks.receiver import WebhookReceiver
+from ustun.webhooks.receiving.cursors import DatabaseCursors
+from ustun.webhooks.receiving.inbox import DatabaseInbox
+from ustun.webhooks.receiving.receiver import WebhookReceiver
 from webhook_support import serving_http, until
 
 

@@ -1,6 +1,6 @@
 import random
 
-from ustun.webhooks.schedule import retry_delay
+from ustun.webhooks.sending.schedule import retry_delay
 
 SCHEDULE = (5.0, 300.0, 1800.0)
 

@@ -21,11 +21,11 @@ from support import in_background
 from ustun.errors import RefusedAddress
 from ustun.store import Database
 from ustun.webhooks.addresses import ALLOW_PRIVATE_HINT
-from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
-from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.sending.dispatcher import DispatchConfig, Dispatcher
+from ustun.webhooks.sending.outbox import emit
+from ustun.webhooks.sending.transport import post, session
 from ustun.webhooks.tables import attempts, deliveries
-from ustun.webhooks.transport import post, session
 from webhook_support import MakeEndpoint, until
 
 HOSTS = [host for host, _ in SPELLINGS]

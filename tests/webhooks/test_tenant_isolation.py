@@ -15,12 +15,12 @@ from sqlalchemy import select
 from support import in_background, new_account
 from ustun import clock
 from ustun.store import Database
-from ustun.webhooks import dispatcher as dispatcher_module
 from ustun.webhooks import endpoints as ops
 from ustun.webhooks.adapters import for_database
-from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
-from ustun.webhooks.outbox import emit
 from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.sending import dispatcher as dispatcher_module
+from ustun.webhooks.sending.dispatcher import DispatchConfig, Dispatcher
+from ustun.webhooks.sending.outbox import emit
 from ustun.webhooks.store import Claim
 from ustun.webhooks.tables import attempts, deliveries, endpoints
 from webhook_support import Receiver, hold, status, until

@@ -12,7 +12,7 @@ from starlette.datastructures import Headers
 
 from ustun.http.signature import Secret, headers
 from ustun.webhooks import RepeatedHeaders, verify
-from ustun.webhooks.verify import verify_delivery
+from ustun.webhooks.receiving.verify import verify_delivery
 
 SECRET = Secret.generate()
 BODY = json.dumps({"id": "evt_1", "type": "ping", "data": {}}).encode()

@@ -14,8 +14,8 @@ PACKAGE = Path(ustun.webhooks.__file__).parent
 STORAGE = {
     PACKAGE / "adapters",
     PACKAGE / "tables.py",
-    PACKAGE / "inbox.py",
-    PACKAGE / "cursors.py",
+    PACKAGE / "receiving" / "inbox.py",
+    PACKAGE / "receiving" / "cursors.py",
 }
 DRIVERS = ("asyncpg", "aiosqlite", "sqlite3", "psycopg")
 # Below the adapters only: the driver connections and prepared statements of `ustun.store`.
@@ -39,7 +39,7 @@ def test_no_pillar_module_imports_a_driver_or_builds_sql() -> None:
     modules = [
         p for p in PACKAGE.rglob("*.py") if not any(p == s or s in p.parents for s in STORAGE)
     ]
-    assert PACKAGE / "dispatcher.py" in modules
+    assert PACKAGE / "sending" / "dispatcher.py" in modules
     for path in modules:
         for module, names in _imports(path):
             where = f"{path.relative_to(PACKAGE)} imports {module}"

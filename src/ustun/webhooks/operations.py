@@ -22,13 +22,14 @@ from ustun.errors import ProblemError
 from ustun.http.preconditions import Preconditions
 from ustun.http.signature import Signer
 from ustun.store import Database
-from ustun.webhooks import endpoints, quotas
+from ustun.webhooks import endpoints
 from ustun.webhooks.adapters import for_connection, for_database
 from ustun.webhooks.addresses import resolution_refusal, url_refusal
 from ustun.webhooks.brokers import destinations
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
-from ustun.webhooks.outbox import PING, emit, wake
 from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.sending import quotas
+from ustun.webhooks.sending.outbox import PING, emit, wake
 from ustun.webhooks.states import Change, Status, sources, transition
 
 DISABLED_BY_REQUEST = "disabled by request"

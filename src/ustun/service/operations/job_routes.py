@@ -32,7 +32,7 @@ from ustun.service.plumbing.job_representation import (
 )
 from ustun.service.plumbing.pagination import page
 from ustun.store import UnitOfWork
-from ustun.webhooks.outbox import emit
+from ustun.webhooks.sending.outbox import emit
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -18,7 +18,7 @@ from ustun.service.plumbing.text import Text
 from ustun.service.resources.money import MAX_AMOUNT, Amount, Currency
 from ustun.service.resources.schema import ledger_accounts, transfers
 from ustun.store.uow import Hook
-from ustun.webhooks.outbox import emit
+from ustun.webhooks.sending.outbox import emit
 
 router = APIRouter(prefix="/v1/transfers", tags=["transfers"])
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ustun.settings import Settings, reveal
 from ustun.store import Database
-from ustun.webhooks.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.secretbox import SecretBox, master_key
+from ustun.webhooks.sending.dispatcher import DispatchConfig, Dispatcher
 
 
 def secret_box(settings: Settings) -> SecretBox:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ustun.service.specs.event_types import EventType, camel, titled_object
-from ustun.webhooks.message import API_VERSION
+from ustun.webhooks.sending.message import API_VERSION
 
 # Standard Webhooks headers, with the shape each takes on the wire.
 SIGNATURE_HEADERS: Mapping[str, Mapping[str, Any]] = {

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     Row,
     String,
     bindparam,
@@ -278,7 +279,8 @@ class SqlStore:
         since: datetime | None,
     ) -> Sequence[Row[Any]]:
         """The account's events in `(after, upto]`, in feed order, at most `limit`."""
-        txid, seq = events.c.txid, events.c.seq
+        txid: ColumnElement[int] = events.c.txid
+        seq: ColumnElement[int] = events.c.seq
         where = [events.c.account_id == account_id]
         if since is not None:
             where.append(events.c.created_at >= since)

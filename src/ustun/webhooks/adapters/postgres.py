@@ -21,8 +21,8 @@ from ustun.store.listen import Listener
 from ustun.store.statements import Statement
 from ustun.store.uow import asyncpg_connection
 from ustun.webhooks.adapters.common import INSERT_EVENT, SqlStore, emit_statement
+from ustun.webhooks.sending.wakeup import CHANNEL
 from ustun.webhooks.store import PACING_HORIZON, Attempt, Claim, Settlement
-from ustun.webhooks.wakeup import CHANNEL
 
 # Statements planned for each execution: a cached generic plan is costed with the table's size
 # when it was made, and went on scanning the whole table once a burst arrived.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ustun.errors import UstunError
-from ustun.webhooks.transport import TIMED_OUT, Outcome
+from ustun.webhooks.sending.transport import TIMED_OUT, Outcome
 
 
 class BrokerRefused(UstunError):

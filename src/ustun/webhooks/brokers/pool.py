@@ -30,7 +30,7 @@ from ustun.webhooks.brokers.destinations import (
     scrub,
 )
 from ustun.webhooks.brokers.outcome import BrokerOutcome, BrokerRefused, BrokerUnavailable
-from ustun.webhooks.transport import TIMED_OUT
+from ustun.webhooks.sending.transport import TIMED_OUT
 
 log = logging.getLogger("ustun.webhooks.brokers")
 

@@ -36,15 +36,15 @@ from ustun.http.retry_after import parse_retry_after
 from ustun.http.signature import headers as signed_headers
 from ustun.store import Database, UnitOfWork
 from ustun.webhooks import endpoints as endpoint_ops
-from ustun.webhooks import message, transport
 from ustun.webhooks.adapters import for_database
 from ustun.webhooks.brokers import BrokerOutcome, Brokers
-from ustun.webhooks.pacing import Pacer
-from ustun.webhooks.schedule import RETRY_AFTER_STATUSES, retry_delay
 from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.sending import message, transport
+from ustun.webhooks.sending.pacing import Pacer
+from ustun.webhooks.sending.schedule import RETRY_AFTER_STATUSES, retry_delay
+from ustun.webhooks.sending.wakeup import doorbell
 from ustun.webhooks.states import Change, transition
 from ustun.webhooks.store import Attempt, Claim, Settlement
-from ustun.webhooks.wakeup import doorbell
 
 log = logging.getLogger("ustun.webhooks")
 

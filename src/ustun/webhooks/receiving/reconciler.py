@@ -21,11 +21,11 @@ from typing import Any
 
 from ustun.client import AsyncClient, api_error
 from ustun.clock import rfc3339
-from ustun.webhooks.cursors import CursorStore, cursors_beside
-from ustun.webhooks.handlers import Handlers
-from ustun.webhooks.inbox import Inbox
+from ustun.webhooks.receiving.cursors import CursorStore, cursors_beside
+from ustun.webhooks.receiving.handlers import Handlers
+from ustun.webhooks.receiving.inbox import Inbox
 
-log = logging.getLogger("ustun.webhooks.reconciler")
+log = logging.getLogger("ustun.webhooks.receiving.reconciler")
 
 FEED = "/v1/events"
 DEFAULT_PAGE = 100

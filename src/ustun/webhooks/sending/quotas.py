@@ -13,7 +13,7 @@ from ustun.errors import ProblemError
 from ustun.http.retry_after import format_retry_after
 from ustun.store import UnitOfWork
 from ustun.webhooks.adapters import for_connection
-from ustun.webhooks.outbox import PING
+from ustun.webhooks.sending.outbox import PING
 
 PING_WINDOW = timedelta(minutes=1)
 # A full endpoint cap frees only when an endpoint is deleted: a retry is not worth it sooner.

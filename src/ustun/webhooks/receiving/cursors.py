@@ -14,7 +14,7 @@ from sqlalchemy import select
 from ustun import clock
 from ustun.store import Database, dialects
 from ustun.store.migrate import RequiredTables
-from ustun.webhooks.inbox import DatabaseInbox, Inbox
+from ustun.webhooks.receiving.inbox import DatabaseInbox, Inbox
 from ustun.webhooks.tables import reconcile_cursors
 
 

@@ -10,8 +10,8 @@ from rich.table import Table
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from ustun.webhooks.inbox import MemoryInbox
-from ustun.webhooks.receiver import WebhookReceiver
+from ustun.webhooks.receiving.inbox import MemoryInbox
+from ustun.webhooks.receiving.receiver import WebhookReceiver
 
 
 def app(secret: str, *, tolerance: float, console: Console | None = None) -> Starlette:

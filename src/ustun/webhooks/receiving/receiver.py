@@ -31,11 +31,11 @@ from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
 from ustun.errors import SignatureError
 from ustun.http.signature import Verifier, verifiers
 from ustun.problems import problem_of, problem_response
-from ustun.webhooks.handlers import DEFAULT_ATTEMPTS, DEFAULT_BACKOFF, Handler, Handlers
-from ustun.webhooks.inbox import Inbox
-from ustun.webhooks.verify import verify_delivery
+from ustun.webhooks.receiving.handlers import DEFAULT_ATTEMPTS, DEFAULT_BACKOFF, Handler, Handlers
+from ustun.webhooks.receiving.inbox import Inbox
+from ustun.webhooks.receiving.verify import verify_delivery
 
-log = logging.getLogger("ustun.webhooks.receiver")
+log = logging.getLogger("ustun.webhooks.receiving.receiver")
 
 MAX_BODY = 1024 * 1024
 

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 from ustun.http.signature import ID_HEADER, Verifier, verifiers
 from ustun.webhooks.brokers.destinations import redact
 from ustun.webhooks.brokers.jetstream import MSG_ID_HEADER
-from ustun.webhooks.handlers import Handlers
-from ustun.webhooks.inbox import Inbox
-from ustun.webhooks.verify import verify_delivery
+from ustun.webhooks.receiving.handlers import Handlers
+from ustun.webhooks.receiving.inbox import Inbox
+from ustun.webhooks.receiving.verify import verify_delivery
 
 if TYPE_CHECKING:
     from aio_pika.abc import AbstractIncomingMessage
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 # How long a stopping consumer waits for the broker to say goodbye.
 CLOSE_WAIT = 5.0
-log = logging.getLogger("ustun.webhooks.consumers")
+log = logging.getLogger("ustun.webhooks.receiving.consumers")
 
 Secrets = Verifier | str | Iterable[Verifier | str]
 DEFAULT_PREFETCH = 16

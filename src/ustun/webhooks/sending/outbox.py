@@ -13,10 +13,10 @@ from typing import Any
 
 from ustun import clock, ids
 from ustun.store import UnitOfWork
-from ustun.webhooks import message
 from ustun.webhooks.adapters import for_connection
+from ustun.webhooks.sending import message
+from ustun.webhooks.sending.wakeup import doorbell
 from ustun.webhooks.states import Status
-from ustun.webhooks.wakeup import doorbell
 
 PING = "ping"
 ENDPOINT_DISABLED = "endpoint.disabled"

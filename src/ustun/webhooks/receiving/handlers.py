@@ -18,10 +18,10 @@ from importlib import import_module
 from typing import Any
 
 from ustun.http.backoff import NO_JITTER, backoff
-from ustun.webhooks.inbox import Inbox
 from ustun.webhooks.patterns import matches
+from ustun.webhooks.receiving.inbox import Inbox
 
-log = logging.getLogger("ustun.webhooks.handlers")
+log = logging.getLogger("ustun.webhooks.receiving.handlers")
 
 Handler = Callable[[dict[str, Any]], Awaitable[None]]
 DEFAULT_ATTEMPTS = 5
