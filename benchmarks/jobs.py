@@ -46,7 +46,11 @@ PRODUCERS = 8
 WARMUP_TIMEOUT = 60.0
 
 
-@ustun_jobs.job_kind("noop")
+# The benchmark's job kinds: ustun workers take them from this module (USTUN_JOB_MODULES).
+kinds = ustun_jobs.Registry()
+
+
+@kinds.kind("noop")
 async def noop(ctx: ustun_jobs.JobContext) -> None:
     """The benchmark's job: nothing (ustun workers import this module via USTUN_JOB_MODULES)."""
 

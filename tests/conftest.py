@@ -100,8 +100,8 @@ async def api_key(db: Database) -> str:
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    """Settings for an in-process app on the current backend."""
-    return Settings(database_url=database_url)
+    """Settings for an in-process app on the current backend, which runs the tests' job kinds."""
+    return Settings(database_url=database_url, job_modules="job_kinds")
 
 
 @pytest.fixture

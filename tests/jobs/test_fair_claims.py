@@ -100,7 +100,7 @@ async def test_a_claim_takes_each_accounts_oldest_due_job_in_turns(own_db: Datab
         job = await jobs.enqueue(own_db, "quick", account_id=account, kinds=kinds)
         made.setdefault(name, []).append(job.id)
     anonymous = await jobs.enqueue(own_db, "quick", kinds=kinds)  # no account: a queue too
-    claimed = await store.claim(worker_id="wrk_a", kinds=["quick"], limit=5, lease=30)
+    claimed = await store.claim(own_db, worker_id="wrk_a", kinds=["quick"], limit=5, lease=30)
     # The first turn (each queue's oldest), then the second turn's oldest.
     assert {j.id for j in claimed} == {
         made["a"][0],
@@ -109,7 +109,7 @@ async def test_a_claim_takes_each_accounts_oldest_due_job_in_turns(own_db: Datab
         anonymous.id,
         made["a"][1],
     }
-    rest = await store.claim(worker_id="wrk_b", kinds=["quick"], limit=5, lease=30)
+    rest = await store.claim(own_db, worker_id="wrk_b", kinds=["quick"], limit=5, lease=30)
     assert {j.id for j in rest} == {made["b"][1], made["a"][2]}
 
 
@@ -146,9 +146,8 @@ async def test_a_claim_reads_the_head_of_each_queue_never_a_backlog(
                 claim = conn.transaction()
                 await claim.start()
                 await conn.execute(f"SET LOCAL plan_cache_mode = {plans}")
-                explained = await conn.fetchval(
-                    f"EXPLAIN (ANALYZE, FORMAT JSON) {CLAIM.sql}", *CLAIM.arguments(params)
-                )
+                sql, arguments = CLAIM.text(db.engine.dialect, params)
+                explained = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", *arguments)
                 await claim.rollback()  # as if never claimed
                 reads = list(_reads(explained[0]["Plan"]))  # the pool decodes JSON
                 assert "Seq Scan" not in {node for node, _ in reads}

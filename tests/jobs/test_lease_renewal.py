@@ -11,10 +11,9 @@ from pathlib import Path
 
 from sqlalchemy import select, update
 
-from job_kinds import eventually, finished, running
+from job_kinds import eventually, finished, recover_expired, running
 from offload_steps import gone, spin, steps
 from ustun import clock, jobs
-from ustun.jobs.adapters import store_for
 from ustun.jobs.tables import jobs as jobs_table
 from ustun.store import Database
 
@@ -99,7 +98,7 @@ async def test_a_run_that_lost_its_lease_is_killed_and_writes_nothing(
                     .where(jobs_table.c.id == job.id)
                     .values(lease_until=clock.now() - timedelta(seconds=1))
                 )
-            return job.id in {j.id for j in await store_for(db).recover_expired()}
+            return job.id in {j.id for j in await recover_expired(db)}
 
         await eventually(given_back, what="the job to be given back")
         # Killed within a heartbeat or two, not after its 120 s.

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from job_kinds import count_pending
 from ustun import jobs
 from ustun.errors import ProblemError
 from ustun.jobs.adapters import store_for
@@ -39,7 +40,7 @@ async def test_a_job_past_the_quota_is_refused_until_one_leaves_pending(db: Data
     assert refused.value.extensions == {"limit": 3}
     await jobs.enqueue(db, kind, account_id=b, max_pending=3)  # another account's own quota
     await jobs.enqueue(db, kind, account_id=a)  # no quota asked for
-    [claimed] = await store_for(db).claim(worker_id="wrk_q", kinds=[kind], limit=1, lease=30)
+    [claimed] = await store_for(db).claim(db, worker_id="wrk_q", kinds=[kind], limit=1, lease=30)
     assert claimed.account_id == a  # its oldest is processing: no longer pending
     await jobs.enqueue(db, kind, account_id=a, max_pending=4)
 
@@ -51,11 +52,11 @@ async def test_jobs_enqueued_earlier_in_the_unit_of_work_count(db: Database) -> 
         async with db.unit_of_work():
             for _ in range(3):
                 await jobs.enqueue(db, kind, account_id=a, max_pending=2)
-    assert await store_for(db).count_pending(a, at_most=10) == 0  # all rolled back
+    assert await count_pending(db, a, at_most=10) == 0  # all rolled back
     async with db.unit_of_work():
         for _ in range(2):
             await jobs.enqueue(db, kind, account_id=a, max_pending=2)
-    assert await store_for(db).count_pending(a, at_most=10) == 2
+    assert await count_pending(db, a, at_most=10) == 2
 
 
 async def test_concurrent_enqueues_never_exceed_the_quota(db: Database) -> None:
@@ -71,4 +72,4 @@ async def test_concurrent_enqueues_never_exceed_the_quota(db: Database) -> None:
 
     accepted = await asyncio.gather(*(enqueue() for _ in range(tries)))
     assert sum(accepted) == quota
-    assert await store_for(db).count_pending(a, at_most=tries) == quota
+    assert await count_pending(db, a, at_most=tries) == quota

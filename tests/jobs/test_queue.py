@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select, update
 
-from job_kinds import eventually
+from job_kinds import eventually, finish, recover_expired
 from ustun import clock, jobs
 from ustun.errors import IllegalTransition, LeaseLost
 from ustun.jobs.adapters import store_for
@@ -97,14 +97,14 @@ async def test_new_jobs_are_written_at_commit_all_together(db: Database) -> None
 async def test_claim_takes_a_bounded_batch_oldest_first(db: Database) -> None:
     kind = _kind()
     made = [await jobs.enqueue(db, kind, {"i": i}) for i in range(5)]
-    claimed = await store_for(db).claim(worker_id="wrk_a", kinds=[kind], limit=3, lease=30)
+    claimed = await store_for(db).claim(db, worker_id="wrk_a", kinds=[kind], limit=3, lease=30)
     assert [j.id for j in claimed] == [j.id for j in made[:3]]
     assert {(j.status, j.attempts, j.locked_by, j.version) for j in claimed} == {
         ("processing", 1, "wrk_a", 2)
     }
-    rest = await store_for(db).claim(worker_id="wrk_b", kinds=[kind], limit=10, lease=30)
+    rest = await store_for(db).claim(db, worker_id="wrk_b", kinds=[kind], limit=10, lease=30)
     assert [j.id for j in rest] == [j.id for j in made[3:]]
-    assert await store_for(db).claim(worker_id="wrk_c", kinds=[kind], limit=10, lease=30) == []
+    assert await store_for(db).claim(db, worker_id="wrk_c", kinds=[kind], limit=10, lease=30) == []
     events = await jobs.events_after(db, claimed[0], 0)
     assert [(e.version, e.status) for e in events] == [(1, "pending"), (2, "processing")]
 
@@ -115,9 +115,9 @@ async def test_a_claim_and_a_settle_in_a_unit_of_work_roll_back_with_it(db: Data
     with pytest.raises(RuntimeError):
         async with db.unit_of_work():
             [claimed] = await store_for(db).claim(
-                worker_id="wrk_a", kinds=[kind], limit=1, lease=30
+                db, worker_id="wrk_a", kinds=[kind], limit=1, lease=30
             )
-            settled = await store_for(db).settle([(claimed, DONE)])
+            settled = await store_for(db).settle(db, [(claimed, DONE)])
             assert settled[job.id] is not None
             raise RuntimeError("roll back")
     again = await jobs.get(db, job.id, account_id=None)
@@ -128,7 +128,7 @@ async def test_a_claim_and_a_settle_in_a_unit_of_work_roll_back_with_it(db: Data
 async def test_a_job_scheduled_later_is_not_claimed_early(db: Database) -> None:
     kind = _kind()
     await jobs.enqueue(db, kind, run_at=clock.now() + timedelta(hours=1))
-    assert await store_for(db).claim(worker_id="w", kinds=[kind], limit=5, lease=30) == []
+    assert await store_for(db).claim(db, worker_id="w", kinds=[kind], limit=5, lease=30) == []
 
 
 async def test_many_concurrent_claimers_never_take_the_same_job(db: Database) -> None:
@@ -137,7 +137,9 @@ async def test_many_concurrent_claimers_never_take_the_same_job(db: Database) ->
     taken: list[str] = []
 
     async def claimer(name: str) -> None:
-        while batch := await store_for(db).claim(worker_id=name, kinds=[kind], limit=7, lease=30):
+        while batch := await store_for(db).claim(
+            db, worker_id=name, kinds=[kind], limit=7, lease=30
+        ):
             taken.extend(j.id for j in batch)
 
     await asyncio.gather(*(claimer(f"wrk_{i}") for i in range(8)))
@@ -147,20 +149,20 @@ async def test_many_concurrent_claimers_never_take_the_same_job(db: Database) ->
 async def test_a_stale_worker_cannot_finish_a_job_it_lost(db: Database) -> None:
     kind = _kind()
     job = await jobs.enqueue(db, kind)
-    [first] = await store_for(db).claim(worker_id="wrk_a", kinds=[kind], limit=1, lease=30)
+    [first] = await store_for(db).claim(db, worker_id="wrk_a", kinds=[kind], limit=1, lease=30)
     await _expire(db, job.id)
-    [requeued] = await store_for(db).recover_expired()
+    [requeued] = await recover_expired(db)
     assert (requeued.id, requeued.status, requeued.locked_by) == (job.id, "pending", None)
-    [second] = await store_for(db).claim(worker_id="wrk_b", kinds=[kind], limit=1, lease=30)
+    [second] = await store_for(db).claim(db, worker_id="wrk_b", kinds=[kind], limit=1, lease=30)
     assert second.attempts == 2
 
     with pytest.raises(LeaseLost):
-        await store_for(db).finish(first, DONE)
+        await finish(db, first, DONE)
     with pytest.raises(LeaseLost):
-        await store_for(db).set_progress(first, 50)
-    assert await store_for(db).renew(worker_id="wrk_a", job_ids=[job.id], lease=30) == {}
+        await store_for(db).set_progress(db, first, 50)
+    assert await store_for(db).renew(db, worker_id="wrk_a", job_ids=[job.id], lease=30) == {}
 
-    done = await store_for(db).finish(second, DONE)
+    done = await finish(db, second, DONE)
     assert (done.status, done.progress) == ("done", 100)
     statuses = [e.status for e in await jobs.events_after(db, done, 0)]
     assert statuses == ["pending", "processing", "pending", "processing", "done"]
@@ -169,14 +171,14 @@ async def test_a_stale_worker_cannot_finish_a_job_it_lost(db: Database) -> None:
 async def test_expired_leases_with_no_attempts_left_fail_with_a_problem(db: Database) -> None:
     kind = _kind()
     job = await jobs.enqueue(db, kind, max_attempts=1)
-    await store_for(db).claim(worker_id="wrk_a", kinds=[kind], limit=1, lease=30)
+    await store_for(db).claim(db, worker_id="wrk_a", kinds=[kind], limit=1, lease=30)
     await _expire(db, job.id)
     seen: list[tuple[str, str]] = []
 
     async def hook(uow: UnitOfWork, final: jobs.Job) -> None:
         seen.append((final.id, final.status))
 
-    [failed] = await store_for(db).recover_expired(hooks=[hook])
+    [failed] = await recover_expired(db, hooks=[hook])
     assert failed.status == "failed"
     assert failed.error is not None
     assert failed.error["type"].endswith("/problems/job-failed")
@@ -194,11 +196,11 @@ async def test_cancel_pending_processing_and_finished(db: Database) -> None:
         await jobs.cancel(db, pending.id, account_id=None)
 
     running = await jobs.enqueue(db, kind)
-    [held] = await store_for(db).claim(worker_id="wrk_a", kinds=[kind], limit=1, lease=30)
+    [held] = await store_for(db).claim(db, worker_id="wrk_a", kinds=[kind], limit=1, lease=30)
     asked = await jobs.cancel(db, running.id, account_id=None)
     assert asked is not None
     assert (asked.status, asked.cancel_requested) == ("processing", True)
-    assert await store_for(db).renew(worker_id="wrk_a", job_ids=[held.id], lease=30) == {
+    assert await store_for(db).renew(db, worker_id="wrk_a", job_ids=[held.id], lease=30) == {
         held.id: True
     }
     assert await jobs.cancel(db, "job_missing", account_id=None) is None
@@ -239,10 +241,10 @@ async def test_settle_commits_a_batch_and_skips_only_the_jobs_it_lost(db: Databa
     kind = _kind()
     for _ in range(4):
         await jobs.enqueue(db, kind)
-    held = await store_for(db).claim(worker_id="wrk_a", kinds=[kind], limit=4, lease=30)
+    held = await store_for(db).claim(db, worker_id="wrk_a", kinds=[kind], limit=4, lease=30)
     await _expire(db, held[3].id)
-    await store_for(db).recover_expired()
-    await store_for(db).set_progress(held[1], 40)
+    await recover_expired(db)
+    await store_for(db).set_progress(db, held[1], 40)
     await jobs.cancel(db, held[1].id, account_id=None)
     outcomes = [
         (held[0], DONE),
@@ -250,7 +252,7 @@ async def test_settle_commits_a_batch_and_skips_only_the_jobs_it_lost(db: Databa
         (held[2], Outcome("failed", error={"title": "x"})),
         (held[3], DONE),
     ]
-    settled = await store_for(db).settle(outcomes)
+    settled = await store_for(db).settle(db, outcomes)
     assert {job_id: j.status if j else None for job_id, j in settled.items()} == {
         held[0].id: "done",
         held[1].id: "done",

@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from job_kinds import eventually, finished, running
+from job_kinds import eventually, finished, kinds, recover_expired, running
 from ustun import clock, jobs
 from ustun.errors import TransientError
 from ustun.jobs import runner
-from ustun.jobs.adapters import store_for
 from ustun.jobs.runner import retry_delay
 from ustun.jobs.tables import jobs as jobs_table
 from ustun.store import Database, UnitOfWork
@@ -35,7 +34,7 @@ async def test_a_job_runs_to_done_with_increasing_progress(db: Database) -> None
 
 
 async def test_transient_errors_are_retried_then_the_result_is_stored(db: Database) -> None:
-    job = await jobs.enqueue(db, "flaky", {"succeed_on": 2})
+    job = await jobs.enqueue(db, "flaky", {"succeed_on": 2}, kinds=kinds)
     async with running(db):
         done = await finished(db, job.id)
     assert (done.status, done.attempts, done.error, done.has_result) == ("done", 2, None, True)
@@ -44,7 +43,7 @@ async def test_transient_errors_are_retried_then_the_result_is_stored(db: Databa
 
 
 async def test_retries_stop_at_the_maximum_with_a_problem(db: Database) -> None:
-    job = await jobs.enqueue(db, "flaky")
+    job = await jobs.enqueue(db, "flaky", kinds=kinds)
     async with running(db):
         failed = await finished(db, job.id)
     assert (failed.status, failed.attempts, failed.max_attempts) == ("failed", 3, 3)
@@ -225,7 +224,7 @@ async def test_a_worker_that_lost_its_lease_stops_and_never_records_an_outcome(
                     .where(jobs_table.c.id == job.id)
                     .values(lease_until=clock.now() - timedelta(seconds=1))
                 )
-            return job.id in {j.id for j in await store_for(db).recover_expired()}
+            return job.id in {j.id for j in await recover_expired(db)}
 
         await eventually(given_back, what="the stalled run's job to be given back")
         done = await finished(db, job.id)

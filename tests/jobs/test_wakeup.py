@@ -13,7 +13,8 @@ import pytest
 from job_kinds import eventually, finished, running
 from ustun import clock, jobs
 from ustun.jobs import wakeup
-from ustun.jobs.adapters.postgres import CHANNEL, INSERT, PostgresJobStore
+from ustun.jobs.adapters.plans import INSERT
+from ustun.jobs.adapters.postgres import CHANNEL, PostgresJobStore
 from ustun.jobs.store import JobListener
 from ustun.store import Database
 
@@ -31,7 +32,7 @@ async def pg(own_postgresql_url: str) -> AsyncIterator[Database]:
 async def listener(pg: Database) -> AsyncIterator[JobListener]:
     """A connected listener (not yet waiting)."""
     wake, stopping = asyncio.Event(), asyncio.Event()
-    listening = PostgresJobStore(pg).listener(wake)
+    listening = PostgresJobStore().listener(pg, wake)
     assert listening is not None
     task = asyncio.create_task(listening.run(stopping))
     await asyncio.wait_for(wake.wait(), 10)  # set once it listens
@@ -81,8 +82,16 @@ async def test_a_registration_commits_after_the_enqueues_that_could_miss_it(
     conn = await asyncpg.connect(pg.dsn)
     try:
         async with conn.transaction():
-            job_id = f"job_{uuid.uuid4().hex}"
-            await conn.execute(INSERT, job_id, None, "unclaimed", "{}", 1, now, now)
+            row = {
+                "id": f"job_{uuid.uuid4().hex}",
+                "kind": "unclaimed",
+                "payload": {},
+                "max_attempts": 1,
+                "run_at": now,
+                "created_at": now,
+            }
+            sql, arguments = INSERT.text(pg.engine.dialect, row)
+            await conn.execute(sql, *arguments)
             registering = asyncio.create_task(listener.idle())
             await asyncio.sleep(0.3)
             assert not registering.done()  # it waits for this enqueue to commit

@@ -32,10 +32,10 @@ async def test_an_accounts_probe_never_reads_another_accounts_backlog(own_pg: Da
         for _ in range(3_000):
             await jobs.enqueue(own_pg, "quick", account_id=b)
     await jobs.enqueue(own_pg, "quick", account_id=a)
-    async with own_pg.read(snapshot=True) as conn:
-        (stat,) = await queues.job_queue(conn, a)
+    async with own_pg.unit_of_work() as uow:  # the probe reads in it: one transaction's figures
+        (stat,) = await queues.job_queue(own_pg, a)
         # The rows this transaction has fetched from `jobs` so far.
-        fetched = await conn.scalar(
+        fetched = await uow.conn.scalar(
             text(
                 "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)"
                 " FROM pg_stat_xact_user_tables WHERE relname = 'jobs'"

@@ -17,7 +17,6 @@ from jsonschema import Draft7Validator, Draft202012Validator
 from jsonschema.protocols import Validator
 from referencing.jsonschema import DRAFT7, DRAFT202012
 
-import job_kinds  # noqa: F401  (registers the `slow` and `broken` job kinds)
 from support import schema_validators
 from ustun import jobs
 from ustun.service.plumbing.accounts import account_for_key

@@ -248,7 +248,9 @@ async def test_0015_indexes_pending_jobs_by_account_and_goes_down_and_up_again(
         await upgrade(db)
         assert await _job_indexes(db) == {"ix_jobs_pending_queue"}
         new = await jobs.enqueue(db, "report")
-        claimed = await store_for(db).claim(worker_id="wrk_m", kinds=["report"], limit=2, lease=30)
+        claimed = await store_for(db).claim(
+            db, worker_id="wrk_m", kinds=["report"], limit=2, lease=30
+        )
         assert {job.id for job in claimed} == {old[0].id, new.id}  # a turn each
 
         def down_and_up(conn: Connection) -> None:

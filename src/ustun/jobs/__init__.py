@@ -1,24 +1,27 @@
 """Asynchronous work: a durable job queue on SQLite or PostgreSQL.
 
-    from ustun.jobs import job_kind, enqueue
+    from ustun.jobs import Registry, enqueue
 
-    @job_kind("thumbnail")
+    kinds = Registry()
+
+    @kinds.kind("thumbnail")
     async def thumbnail(ctx):            # ctx: JobContext
         await ctx.progress(50)           # 0-100; raises JobCancelled if cancelled
         return Result(png, "image/png", "thumb.png")
 
     async with db.unit_of_work():        # the job commits with the caller's writes
-        job = await enqueue(db, "thumbnail", {"doc": doc_id}, account_id=account.id)
+        job = await enqueue(db, "thumbnail", {"doc": doc_id}, account_id=account.id, kinds=kinds)
 
-`Runner(db).run(stopping)` claims and runs jobs of the kinds in a `Registry` (by default the
-one `@job_kind` fills; the service `Worker` passes its own). Storage goes through the port in
-`ustun.jobs.store`, with one adapter per database in `ustun.jobs.adapters`.
+`Runner(db, kinds=kinds).run(stopping)` claims and runs jobs of the kinds in a `Registry`.
+Storage goes through the port in `ustun.jobs.store`, with one adapter per database in
+`ustun.jobs.adapters`; what an enqueue writes is a plan (`ustun.jobs.adapters.plans`) that
+runs on any connection.
 """
 
 from ustun.jobs.context import JobContext
-from ustun.jobs.queue import cancel, enqueue, events_after, get, purge, result
-from ustun.jobs.records import Job, JobEvent, Result
-from ustun.jobs.registry import JobKind, Registry, job_kind, registry
+from ustun.jobs.queue import cancel, enqueue, events_after, get, new_job, page, purge, result
+from ustun.jobs.records import Backlog, Job, JobEvent, JobPage, Result
+from ustun.jobs.registry import JobKind, Registry
 from ustun.jobs.runner import Runner
 from ustun.jobs.states import (
     CANCELLED,
@@ -28,6 +31,7 @@ from ustun.jobs.states import (
     PENDING,
     PROCESSING,
     STATUSES,
+    Change,
     JobStatus,
     JobStatusValue,
 )
@@ -42,11 +46,14 @@ __all__ = [
     "PENDING",
     "PROCESSING",
     "STATUSES",
+    "Backlog",
+    "Change",
     "FinalHook",
     "Job",
     "JobContext",
     "JobEvent",
     "JobKind",
+    "JobPage",
     "JobStatus",
     "JobStatusValue",
     "JobStore",
@@ -57,9 +64,9 @@ __all__ = [
     "enqueue",
     "events_after",
     "get",
-    "job_kind",
+    "new_job",
+    "page",
     "purge",
     "purge_loop",
-    "registry",
     "result",
 ]

@@ -56,7 +56,7 @@ class JobContext:
         percent = max(self._progress, min(100, int(percent)))
         if percent != self._progress:
             self._progress = percent
-            self.cancel_requested = await self._store.set_progress(self.job, percent)
+            self.cancel_requested = await self._store.set_progress(self.db, self.job, percent)
         self.checkpoint()
 
     async def offload(self, fn: Callable[[*Ts], R], *args: *Ts) -> R:

@@ -67,3 +67,20 @@ class JobEvent:
     def created(cls, job: Job) -> JobEvent:
         """The first event of every job: it was created, pending."""
         return cls(job.id, 1, "status", "pending", 0, job.created_at)
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """One page of an account's jobs, newest first; `next_cursor` names the last when more
+    follow (ids are time-ordered, so paging on `id < cursor` is stable while jobs arrive)."""
+
+    jobs: list[Job]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """The pending jobs whose run time has come: how many, and the oldest one's run time."""
+
+    depth: int
+    oldest_due: datetime | None

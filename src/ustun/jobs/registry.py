@@ -1,8 +1,9 @@
 """The registry of job kinds: a name, the coroutine that runs it, and its retry policy.
 
 A `Registry` is passed to the runner (and to `enqueue`, for a kind's retry policy); a worker
-runs only the kinds it knows. `@job_kind("name")` adds to the default `registry`: modules named
-in `USTUN_JOB_MODULES` add their kinds there, and the service copies it into its own.
+runs only the kinds it knows. There is no default one: an app makes its own (`kinds =
+Registry()`, `@kinds.kind("name")`), and each module named in `USTUN_JOB_MODULES` holds one
+as its `kinds`, which the service adds to its own.
 """
 
 from __future__ import annotations
@@ -94,10 +95,14 @@ class Registry:
     def copy(self) -> Registry:
         """A new registry with this one's kinds and final hooks, to add to separately."""
         other = Registry()
-        other._kinds = dict(self._kinds)
-        other.final_hooks = list(self.final_hooks)
-        other._hook_filters = dict(self._hook_filters)
+        other.include(self)
         return other
+
+    def include(self, other: Registry) -> None:
+        """Add `other`'s kinds (replacing those of the same name) and final hooks to this one."""
+        self._kinds.update(other._kinds)
+        for hook in other.final_hooks:
+            self.on_final(hook, acts_on=other._hook_filters.get(hook))
 
     def get(self, name: str) -> JobKind | None:
         """The kind called `name`, if registered."""
@@ -106,9 +111,3 @@ class Registry:
     def names(self) -> list[str]:
         """Every registered kind's name."""
         return sorted(self._kinds)
-
-
-# The default registry: what `@job_kind` fills, and what `Runner` and `enqueue` use unless given
-# another.
-registry = Registry()
-job_kind = registry.kind

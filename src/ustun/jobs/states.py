@@ -1,9 +1,11 @@
 """The life cycle of a job as one transition table (in the style of `webhooks/states.py`).
 
-pending ──► processing ──► done | failed | cancelled
-   │            │
-   │            └──► pending       a retry after a transient error, or its lease expired
-   └──► cancelled                  cancelled before any worker took it
+pending ──claim──▶ processing ──succeed──▶ done
+   │                  │ ──fail──▶ failed
+   │                  │ ──cancel──▶ cancelled
+   │                  └──release──▶ pending    a retry after a transient error, its lease
+   │                                            expired, or its worker stopping
+   └──cancel──▶ cancelled                      cancelled before any worker took it
 """
 
 from __future__ import annotations
@@ -24,6 +26,16 @@ class JobStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+class Change(StrEnum):
+    """What happened to it."""
+
+    CLAIM = "claim"
+    SUCCEED = "succeed"
+    FAIL = "fail"
+    CANCEL = "cancel"
+    RELEASE = "release"
+
+
 if TYPE_CHECKING:
     JobStatusValue = JobStatus
 else:
@@ -36,23 +48,30 @@ DONE: Final = JobStatus.DONE
 FAILED: Final = JobStatus.FAILED
 CANCELLED: Final = JobStatus.CANCELLED
 
-TRANSITIONS: Final[dict[str, frozenset[JobStatus]]] = {
-    PENDING: frozenset({PROCESSING, CANCELLED}),
-    PROCESSING: frozenset({DONE, FAILED, CANCELLED, PENDING}),
-    DONE: frozenset(),
-    FAILED: frozenset(),
-    CANCELLED: frozenset(),
+TRANSITIONS: Final[dict[tuple[JobStatus, Change], JobStatus]] = {
+    (PENDING, Change.CLAIM): PROCESSING,
+    (PENDING, Change.CANCEL): CANCELLED,
+    (PROCESSING, Change.SUCCEED): DONE,
+    (PROCESSING, Change.FAIL): FAILED,
+    (PROCESSING, Change.CANCEL): CANCELLED,
+    (PROCESSING, Change.RELEASE): PENDING,
 }
 
+# The status each change leads to (every edge of a change ends in the same status).
+_TARGETS: Final = {change: target for (_, change), target in TRANSITIONS.items()}
+# The change that leads to each status (an outcome's status names its change).
+CHANGE_TO: Final = {target: change for change, target in _TARGETS.items()}
+
 STATUSES: Final = tuple(JobStatus)
-FINAL: Final = frozenset(JobStatus(status) for status, exits in TRANSITIONS.items() if not exits)
+FINAL: Final = frozenset(STATUSES) - {status for status, _ in TRANSITIONS}
 
 
-def transition(current: str, target: str) -> JobStatus:
-    """`target` if a job may move from `current` to it; raise `IllegalTransition` if not."""
-    if target not in TRANSITIONS.get(current, frozenset()):
-        raise IllegalTransition("job", current, target)
-    return JobStatus(target)
+def transition(status: JobStatus | str, change: Change) -> JobStatus:
+    """The status after `change`; raises `IllegalTransition` if the table has no such edge."""
+    try:
+        return TRANSITIONS[(JobStatus(status), change)]
+    except (KeyError, ValueError):
+        raise IllegalTransition("job", str(status), _TARGETS[change]) from None
 
 
 def known(status: str) -> JobStatus:

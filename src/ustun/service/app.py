@@ -112,8 +112,8 @@ def create_app(
         max_per_account=settings.max_streams_per_account,
     )
     app.state.between_transfer_moves = between_transfer_moves
-    observed.queue_probes.append(queues.all_queues)
-    observed.job_probes.append(queues.jobs_by_status)
+    observed.queue_probes.append(queues.queue_probe(database))
+    observed.job_probes.append(queues.job_probe(database))
     app.state.secret_box = secret_box(settings)
     fingerprint_key, previous_fingerprint_key = fingerprint_keys(settings)
     app.state.key_cache = KeyCache()

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from sqlalchemy import Executable
+
 from ustun.store.statements import Statement
 
 if TYPE_CHECKING:
@@ -28,9 +30,14 @@ T = TypeVar("T")
 
 
 class Query(NamedTuple):
-    """One statement of a plan, with its parameters; `rows`: its rows, else rows changed."""
+    """One statement of a plan, with its parameters; `rows`: its rows, else rows changed.
 
-    statement: Statement
+    A `Statement` is compiled once per dialect; a Core statement built for one call (its
+    values bound in it, as a compare-and-set's preconditions are) goes through SQLAlchemy's
+    own statement cache on the async engine, and is compiled for the call on a DB-API one.
+    """
+
+    statement: Statement | Executable
     params: Mapping[str, Any]
     rows: bool
 
@@ -39,26 +46,31 @@ class Query(NamedTuple):
 Plan = Generator[Query, Any, T]
 
 
-def rows(statement: Statement, params: Mapping[str, Any]) -> Query:
+def rows(statement: Statement | Executable, params: Mapping[str, Any] | None = None) -> Query:
     """A query whose result rows the plan is sent back."""
-    return Query(statement, params, rows=True)
+    return Query(statement, params or {}, rows=True)
 
 
-def count(statement: Statement, params: Mapping[str, Any]) -> Query:
+def count(statement: Statement | Executable, params: Mapping[str, Any] | None = None) -> Query:
     """A write whose count of changed rows the plan is sent back."""
-    return Query(statement, params, rows=False)
+    return Query(statement, params or {}, rows=False)
 
 
-async def run(plan: Plan[T], conn: AsyncConnection) -> T:
-    """Run `plan` on an async engine connection, in its transaction (begun if need be)."""
+async def run(plan: Plan[T], conn: AsyncConnection, *, begin: bool = True) -> T:
+    """Run `plan` on an async engine connection, in its transaction (begun if need be);
+    `begin=False`: a plan of ONE statement, a unit of work's only write, commits by itself."""
     result: Any = None
     try:
         while True:
             query = plan.send(result)
-            if query.rows:
-                result = await query.statement.rows(conn, query.params)
+            statement, params = query.statement, query.params
+            if not isinstance(statement, Statement):
+                found = await conn.execute(statement, dict(params))
+                result = found.all() if query.rows else found.rowcount
+            elif query.rows:
+                result = await statement.rows(conn, params, begin=begin)
             else:
-                result = await query.statement.count(conn, query.params)
+                result = await statement.count(conn, params, begin=begin)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 
@@ -69,9 +81,12 @@ def run_sync(plan: Plan[T], conn: DbapiConnection) -> T:
     try:
         while True:
             query = plan.send(result)
+            statement = query.statement
+            if not isinstance(statement, Statement):
+                statement = Statement(statement)
             if query.rows:
-                result = query.statement.rows_sync(conn, query.params)
+                result = statement.rows_sync(conn, query.params)
             else:
-                result = query.statement.count_sync(conn, query.params)
+                result = statement.count_sync(conn, query.params)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]

@@ -122,16 +122,41 @@ class Statement:
         async with db.read() as conn:
             return await self.rows(conn, params, begin=False)
 
-    async def count(self, conn: AsyncConnection, params: Mapping[str, Any]) -> int:
-        """Run a write in the connection's transaction (begun if need be); rows it changed."""
+    async def alone(self, db: Database, params: Mapping[str, Any]) -> list[FastRow]:
+        """`rows` of a write that commits by itself: in the unit of work open in this context,
+        if any; else on PostgreSQL ONE autocommit statement on `db.autocommit()` (no BEGIN or
+        COMMIT round trip, no SQLAlchemy checkout), on SQLite a unit of work of its own."""
+        if db.is_sqlite or db.in_unit_of_work():
+            async with db.unit_of_work() as uow:
+                return await self.rows(uow.conn, params)
+        compiled = self._for(db.engine.dialect)
+        async with db.autocommit() as driver:
+            raw = await driver.fetch(compiled.sql, *self._args(compiled, params))
+        return _processed(compiled, raw)
+
+    async def count(
+        self, conn: AsyncConnection, params: Mapping[str, Any], *, begin: bool = True
+    ) -> int:
+        """Run a write in the connection's transaction (begun if need be); rows it changed.
+
+        `begin=False` (PostgreSQL) runs it as a statement of its own when the connection has no
+        transaction open: a unit of work's last and only write (see `UnitOfWork.at_commit`).
+        """
         compiled = self._for(conn.dialect)
         args = self._args(compiled, params)
         if conn.dialect.name == "sqlite":
             cursor = await (await sqlite_connection(conn, begin=True)).execute(compiled.sql, args)
             # A finished DML statement is already reset: the cursor holds nothing open.
             return int(cursor.rowcount)
-        status: str = await (await asyncpg_connection(conn)).execute(compiled.sql, *args)
+        driver = await asyncpg_connection(conn, begin=begin or conn.in_transaction())
+        status: str = await driver.execute(compiled.sql, *args)
         return int(status.rpartition(" ")[2] or 0)
+
+    def text(self, dialect: Dialect, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
+        """The SQL and the positional arguments the statement runs with on `dialect` (for
+        `EXPLAIN`)."""
+        compiled = self._for(dialect)
+        return compiled.sql, self._args(compiled, params)
 
     def rows_sync(self, conn: DbapiConnection, params: Mapping[str, Any]) -> list[FastRow]:
         """`rows` on a synchronous DB-API connection, in the transaction it has open."""

@@ -7,10 +7,13 @@ from ustun.jobs.adapters.sqlite import SqliteJobStore
 from ustun.jobs.store import JobStore
 from ustun.store import Database
 
+# The adapters hold no state: one of each serves every database of its kind.
+_STORES: dict[str, JobStore] = {"sqlite": SqliteJobStore(), "postgresql": PostgresJobStore()}
+
 
 def store_for(db: Database) -> JobStore:
-    """The jobs store of `db` (a few attributes: cheap enough to make per call)."""
-    return SqliteJobStore(db) if db.is_sqlite else PostgresJobStore(db)
+    """The jobs store of `db`'s kind of database."""
+    return _STORES[db.dialect]
 
 
 __all__ = ["PostgresJobStore", "SqliteJobStore", "store_for"]

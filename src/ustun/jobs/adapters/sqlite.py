@@ -1,5 +1,6 @@
-"""The jobs store on SQLite: every statement through SQLAlchemy, in `BEGIN IMMEDIATE` units of
-work, which already serialise a claim's pick and update against every other writer."""
+"""The jobs store on SQLite: its hot statements in `BEGIN IMMEDIATE` units of work, which
+already serialise a claim's pick and update against every other writer. A list parameter is
+JSON text read by `json_each`, so a statement's SQL never changes with its list's length."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Update, bindparam, insert, tuple_
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import JSON, ColumnClause, ColumnElement, bindparam, column, func, select, tuple_
 
 from ustun.jobs.adapters.sql import (
     SqlJobStore,
@@ -21,60 +21,38 @@ from ustun.jobs.records import Job
 from ustun.jobs.store import JobListener
 from ustun.jobs.tables import jobs
 from ustun.store import Database
-
-_INSERT = insert(jobs)
-
-
-class _Hot:
-    """A statement built once and run through SQLAlchemy in a unit of work."""
-
-    def __init__(self, statement: Update) -> None:
-        self._statement = statement
-
-    async def rows(self, conn: AsyncConnection, params: dict[str, Any]) -> list[Any]:
-        """Run with `params` on `conn`; the returned rows as mappings."""
-        return list((await conn.execute(self._statement, params)).mappings())
-
-    async def rows_alone(self, db: Database, params: dict[str, Any]) -> list[Any]:
-        """`rows` in the unit of work open in this context, or one of its own."""
-        async with db.unit_of_work() as uow:
-            return await self.rows(uow.conn, params)
+from ustun.store.statements import Statement
 
 
-# A list parameter is an expanding IN; the held triples of a settle a tuple IN.
-_CLAIM = _Hot(
-    claim_statement(lambda kind: kind.in_(bindparam("kinds", expanding=True)), lateral=False)
-)
-_RENEW = _Hot(renew_statement(jobs.c.id.in_(bindparam("job_ids", expanding=True))))
-_PROGRESS = _Hot(progress_statement())
-_SETTLE_DONE = _Hot(
-    settle_done_statement(
-        tuple_(jobs.c.id, jobs.c.attempts, jobs.c.locked_by).in_(bindparam("held", expanding=True))
+def _each(name: str) -> Any:
+    """The elements of the JSON array parameter `name`, as a table of one `value` column."""
+    return select(column("value")).select_from(func.json_each(bindparam(name, type_=JSON())))
+
+
+def _held() -> ColumnElement[bool]:
+    """The job is one of the held `[id, attempts, locked_by]` triples of the parameter `held`."""
+    value: ColumnClause[Any] = column("value")
+    triples = select(*(func.json_extract(value, f"$[{i}]") for i in range(3))).select_from(
+        func.json_each(bindparam("held", type_=JSON()))
     )
-)
+    return tuple_(jobs.c.id, jobs.c.attempts, jobs.c.locked_by).in_(triples)
+
+
+CLAIM = Statement(claim_statement(lambda kind: kind.in_(_each("kinds")), lateral=False))
+_RENEW = Statement(renew_statement(jobs.c.id.in_(_each("job_ids"))))
+_PROGRESS = Statement(progress_statement())
+_SETTLE_DONE = Statement(settle_done_statement(_held()))
 
 
 class SqliteJobStore(SqlJobStore):
     """`JobStore` for SQLite."""
 
-    def __init__(self, db: Database) -> None:
-        super().__init__(
-            db, claim=_CLAIM, renew=_RENEW, progress=_PROGRESS, settle_done=_SETTLE_DONE
-        )
-
-    async def _write_new(self, conn: AsyncConnection, new: list[Job], alone: bool) -> None:
-        await conn.execute(_INSERT, [_values(job) for job in new])
+    def __init__(self) -> None:
+        super().__init__(claim=CLAIM, renew=_RENEW, progress=_PROGRESS, settle_done=_SETTLE_DONE)
 
     def _held_params(self, held: Sequence[Job]) -> dict[str, Any]:
         return {"held": [(job.id, job.attempts, job.locked_by) for job in held]}
 
-    async def _lock_queue(self, conn: AsyncConnection, queue: str) -> None:
-        """Nothing: the unit of work's `BEGIN IMMEDIATE` already excludes every other writer."""
-
-    def listener(self, wake: asyncio.Event) -> JobListener | None:
+    def listener(self, db: Database, wake: asyncio.Event) -> JobListener | None:
         """None: SQLite cannot notify, so other processes' enqueues are found by polling."""
         return None
-
-
-def _values(job: Job) -> dict[str, Any]:
-    return {name: getattr(job, name) for name in Job.__slots__}

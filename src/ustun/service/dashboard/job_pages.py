@@ -13,11 +13,11 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from ustun import jobs
+from ustun.defaults import DEFAULT_PAGE_SIZE
 from ustun.errors import NotFoundError, ProblemError
 from ustun.service.dashboard.web import LoggedIn, Posting, Viewer, page, see_other
 from ustun.service.operations import job_routes
 from ustun.service.plumbing import job_representation
-from ustun.service.plumbing.deps import DEFAULT_PAGE
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 
@@ -31,15 +31,16 @@ async def job_list(
 ) -> Response:
     """The account's jobs, newest first, optionally of one status."""
     chosen = cast(jobs.JobStatusValue, status) if status in jobs.STATUSES else None
-    listing = await job_routes.list_jobs(
-        who.account, request.app.state.db, chosen, DEFAULT_PAGE, cursor
+    db = request.app.state.db
+    listed = await jobs.page(
+        db, who.account.id, status=chosen, limit=DEFAULT_PAGE_SIZE, cursor=cursor
     )
     return page(
         request,
         "jobs.html",
         who,
         nav="jobs",
-        jobs=listing,
+        jobs=job_routes.render_page(listed),
         statuses=list(jobs.STATUSES),
         status=chosen or "",
     )

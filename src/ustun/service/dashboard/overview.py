@@ -8,9 +8,10 @@ from typing import Any
 from sqlalchemy import Column, Table, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ustun.jobs.tables import jobs
+from ustun.jobs.adapters import store_for
 from ustun.service.operations import queues
 from ustun.service.resources.schema import payments
+from ustun.store import Database
 from ustun.webhooks.tables import deliveries, events
 
 
@@ -35,16 +36,17 @@ async def count_by(
     return {row[0]: row[1] for row in rows}
 
 
-async def overview(conn: AsyncConnection, account_id: str) -> Overview:
-    """Everything the overview page shows, for `account_id` only."""
+async def overview(db: Database, conn: AsyncConnection, account_id: str) -> Overview:
+    """Everything the overview page shows, for `account_id` only (the jobs' figures through
+    the jobs store of `db`, the rest on `conn`)."""
     result = Overview()
     result.counts["events"] = await count_by(conn, events, events.c.type, account_id)
     result.counts["deliveries"] = await count_by(conn, deliveries, deliveries.c.status, account_id)
-    result.counts["jobs"] = await count_by(conn, jobs, jobs.c.status, account_id)
+    result.counts["jobs"] = await store_for(db).count_by_status(db, account_id)
     result.counts["payments"] = await count_by(conn, payments, payments.c.status, account_id)
     lagging = [
         *await queues.webhook_deliveries(conn, account_id),
-        *await queues.job_queue(conn, account_id),
+        *await queues.job_queue(db, account_id),
     ]
     for stat in lagging:
         result.lag_seconds[stat.queue.replace("_", " ")] = stat.oldest_due_age

@@ -71,7 +71,7 @@ async def home(request: Request, who: LoggedIn) -> Response:
     """Overview: counts by status, dead letters and queue lag of the logged-in account."""
     db = request.app.state.db
     async with db.read(snapshot=True) as conn:
-        figures = await overview(conn, who.account.id)
+        figures = await overview(db, conn, who.account.id)
     dead = await webhook_deliveries.deliveries_page(
         db, who.account.id, limit=DEAD_LETTERS_SHOWN, cursor=None, status=Status.DEAD
     )

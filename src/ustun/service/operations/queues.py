@@ -16,9 +16,9 @@ from sqlalchemy import Column, ColumnElement, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock, jobs
-from ustun.jobs.tables import jobs as jobs_table
-from ustun.jobs.tables import queue_of
-from ustun.service.plumbing.metrics import QueueStat
+from ustun.jobs.adapters import store_for
+from ustun.service.plumbing.metrics import CountProbe, QueueProbe, QueueStat
+from ustun.store import Database
 from ustun.webhooks.states import DUE
 from ustun.webhooks.tables import deliveries
 
@@ -35,6 +35,10 @@ async def due_stat(
     depth, oldest = (
         await conn.execute(select(func.count(), func.min(due_at)).where(*where, due_at <= now))
     ).one()
+    return _stat(queue, depth, oldest, now)
+
+
+def _stat(queue: str, depth: int, oldest: datetime | None, now: datetime) -> QueueStat:
     age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
     return QueueStat(queue, depth, age)
 
@@ -57,24 +61,34 @@ async def webhook_deliveries(
     ]
 
 
-async def job_queue(conn: AsyncConnection, account_id: str | None = None) -> list[QueueStat]:
-    """Pending jobs whose run time has come, of one account (read from its own part of the
-    pending jobs' index, never another account's backlog) or of all."""
-    where: list[ColumnElement[bool]] = [jobs_table.c.status == jobs.PENDING]
-    if account_id is not None:
-        where.append(queue_of(jobs_table) == account_id)
-    return [await due_stat(conn, "jobs", jobs_table.c.run_at, where)]
+async def job_queue(db: Database, account_id: str | None = None) -> list[QueueStat]:
+    """Pending jobs whose run time has come, of one account or of all (the jobs store's
+    backlog)."""
+    now = clock.now()
+    backlog = await store_for(db).backlog(db, account_id)
+    return [_stat("jobs", backlog.depth, backlog.oldest_due, now)]
 
 
-async def all_queues(conn: AsyncConnection) -> list[QueueStat]:
-    """Every queue of the service, across accounts (a `/metrics` probe)."""
-    return [*await webhook_deliveries(conn), *await job_queue(conn)]
-
-
-async def jobs_by_status(conn: AsyncConnection) -> dict[str, int]:
+async def jobs_by_status(db: Database) -> dict[str, int]:
     """How many jobs are in each status, across accounts (a `/metrics` probe)."""
-    rows = await conn.execute(
-        select(jobs_table.c.status, func.count()).group_by(jobs_table.c.status)
-    )
-    counted = {row[0]: row[1] for row in rows}
+    counted = await store_for(db).count_by_status(db)
     return {status: counted.get(status, 0) for status in jobs.STATUSES}
+
+
+def queue_probe(db: Database) -> QueueProbe:
+    """The `/metrics` probe of every queue of the service, across accounts: the webhook
+    deliveries read in the scrape's snapshot, the jobs through their store."""
+
+    async def probe(conn: AsyncConnection) -> list[QueueStat]:
+        return [*await webhook_deliveries(conn), *await job_queue(db)]
+
+    return probe
+
+
+def job_probe(db: Database) -> CountProbe:
+    """The `/metrics` probe of the jobs by status, across accounts."""
+
+    async def probe(_conn: AsyncConnection) -> dict[str, int]:
+        return await jobs_by_status(db)
+
+    return probe

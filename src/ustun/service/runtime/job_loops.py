@@ -17,11 +17,17 @@ from ustun.store import Database
 Loop = Callable[[asyncio.Event], Awaitable[None]]
 
 
-def import_job_modules(settings: Settings) -> None:
-    """Import the app's job modules (`USTUN_JOB_MODULES`), which register its job kinds."""
+# The attribute of a job module that holds its kinds.
+KINDS = "kinds"
+
+
+def import_job_modules(settings: Settings) -> jobs.Registry:
+    """The job kinds of the app's job modules (`USTUN_JOB_MODULES`): each holds its own
+    `Registry` as `kinds`."""
+    found = jobs.Registry()
     for module in filter(None, (m.strip() for m in settings.job_modules.split(","))):
         try:
-            importlib.import_module(module)
+            imported = importlib.import_module(module)
         except ModuleNotFoundError as exc:
             if exc.name is None or not (module + ".").startswith(exc.name + "."):
                 raise  # the module is there; something it imports is not
@@ -29,13 +35,20 @@ def import_job_modules(settings: Settings) -> None:
                 f"USTUN_JOB_MODULES names {module!r}, which is not importable: install it, or "
                 "fix USTUN_JOB_MODULES (and PYTHONPATH)"
             ) from None
+        kinds = getattr(imported, KINDS, None)
+        if not isinstance(kinds, jobs.Registry):
+            raise ConfigError(
+                f"USTUN_JOB_MODULES names {module!r}, which has no job kinds: it needs a "
+                f"`{KINDS} = ustun.jobs.Registry()` that its job kinds are registered in"
+            )
+        found.include(kinds)
+    return found
 
 
 def job_kinds(settings: Settings) -> jobs.Registry:
-    """The service's job kinds: the app's (its job modules add them to `jobs.registry`), the
-    report, and the hook that emits job.completed / job.failed into the webhook outbox."""
-    import_job_modules(settings)
-    kinds = jobs.registry.copy()
+    """The service's job kinds: the app's (those of its job modules), the report, and the hook
+    that emits job.completed / job.failed into the webhook outbox."""
+    kinds = import_job_modules(settings)
     reports.register(kinds)
     job_routes.register(kinds)
     return kinds
