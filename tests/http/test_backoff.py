@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ustun.defaults import DEFAULT_BACKOFF_ATTEMPTS
 from ustun.http.backoff import (
-    ATTEMPTS,
     FULL_JITTER,
     IDEMPOTENT_METHODS,
     NO_JITTER,
@@ -123,8 +123,8 @@ def test_retry_after_overrides_the_backoff_up_to_its_cap(retry_after: float, cap
 
 def test_the_defaults_are_safe() -> None:
     backoff = Backoff()
-    assert backoff.attempts == ATTEMPTS
-    waits = [backoff.ceiling(n) for n in range(1, ATTEMPTS)]
+    assert backoff.attempts == DEFAULT_BACKOFF_ATTEMPTS
+    waits = [backoff.ceiling(n) for n in range(1, DEFAULT_BACKOFF_ATTEMPTS)]
     assert waits == [0.5, 1.0, 2.0, 4.0]
     assert sum(waits) < backoff.deadline
 

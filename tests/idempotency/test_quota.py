@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from fastapi.responses import Response
 from sqlalchemy import func, select
 
+from ustun.defaults import DEFAULT_IDEMPOTENCY_SWEEP_INTERVAL
 from ustun.idempotency import (
     Claimed,
     Found,
@@ -31,7 +32,6 @@ from ustun.idempotency import (
     State,
     StoredResponse,
 )
-from ustun.idempotency.sql import DEFAULT_SWEEP_INTERVAL
 from ustun.idempotency.tables import idempotency_records as records
 from ustun.idempotency.tables import idempotency_usage as usage
 from ustun.store import Database
@@ -83,7 +83,7 @@ async def test_a_scope_at_its_quota_is_refused_new_keys_and_still_replays_its_ow
     assert isinstance(refused, OverQuota)
     assert refused.limit == LIMIT
     # Until its oldest answer expires (SQL: and the sweeper has run after it).
-    assert TTL - 10 <= refused.retry_after <= TTL + DEFAULT_SWEEP_INTERVAL
+    assert TTL - 10 <= refused.retry_after <= TTL + DEFAULT_IDEMPOTENCY_SWEEP_INTERVAL
     again = await quota_store.claim(scope, "k1", "f", lease=30, ttl=TTL)
     assert isinstance(again, Found)
     assert again.record.state is State.COMPLETED
@@ -219,7 +219,7 @@ async def test_past_the_quota_a_new_key_is_429_and_runs_nothing(
     assert problem["type"] == "/problems/quota-exceeded"
     assert problem["limit"] == LIMIT
     assert "Nothing was applied" in problem["detail"]
-    assert 1 <= int(refused.headers["retry-after"]) <= 86_400 + DEFAULT_SWEEP_INTERVAL
+    assert 1 <= int(refused.headers["retry-after"]) <= 86_400 + DEFAULT_IDEMPOTENCY_SWEEP_INTERVAL
     assert replay.status_code == 201
     assert replay.headers["idempotent-replayed"] == "true"
     assert replay.content == first.content

@@ -19,17 +19,13 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# The defaults: safe without configuration (stamina-style), close to the Stripe SDK's.
-ATTEMPTS = 5
-"""Attempts in all, the first one included."""
-BASE = 0.5
-"""Seconds: the ceiling of the first backoff; it doubles on every retry."""
-CAP = 8.0
-"""Seconds: no backoff is ever longer."""
-DEADLINE = 60.0
-"""Seconds after the first attempt when no new attempt may start."""
-RETRY_AFTER_CAP = 60.0
-"""Seconds: the longest `Retry-After` obeyed; a server that asks for more gets this."""
+from ustun.defaults import (
+    DEFAULT_BACKOFF_ATTEMPTS,
+    DEFAULT_BACKOFF_BASE,
+    DEFAULT_BACKOFF_CAP,
+    DEFAULT_BACKOFF_DEADLINE,
+    DEFAULT_RETRY_AFTER_CAP,
+)
 
 Jitter = tuple[float, float]
 """The range of the random factor a backoff's ceiling is multiplied by."""
@@ -120,11 +116,11 @@ class Backoff:
     ("full jitter", so many clients that failed together do not come back together).
     """
 
-    attempts: int = ATTEMPTS
-    base: float = BASE
-    cap: float = CAP
-    deadline: float = DEADLINE
-    retry_after_cap: float = RETRY_AFTER_CAP
+    attempts: int = DEFAULT_BACKOFF_ATTEMPTS
+    base: float = DEFAULT_BACKOFF_BASE
+    cap: float = DEFAULT_BACKOFF_CAP
+    deadline: float = DEFAULT_BACKOFF_DEADLINE
+    retry_after_cap: float = DEFAULT_RETRY_AFTER_CAP
 
     def __post_init__(self) -> None:
         if self.attempts < 1:

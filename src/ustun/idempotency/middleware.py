@@ -33,7 +33,11 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ustun import clock, instrumentation
-from ustun.defaults import DEFAULT_IDEMPOTENCY_LEASE, DEFAULT_IDEMPOTENCY_TTL
+from ustun.defaults import (
+    DEFAULT_IDEMPOTENCY_LEASE,
+    DEFAULT_IDEMPOTENCY_MAX_BODY,
+    DEFAULT_IDEMPOTENCY_TTL,
+)
 from ustun.errors import LeaseLost, UstunError
 from ustun.http.fingerprint import fingerprint
 from ustun.http.idempotency_key import HEADER
@@ -63,7 +67,6 @@ from ustun.store import UnitOfWork
 
 log = logging.getLogger("ustun.idempotency")
 
-DEFAULT_MAX_BODY = 1024 * 1024
 REPLAY_HEADERS = ("content-type", "location", "etag", "last-modified", "cache-control")
 REPLAYED_HEADER = "idempotent-replayed"
 _HEADER = HEADER.encode()
@@ -194,7 +197,7 @@ class IdempotencyMiddleware:
         default_policy: Policy = "optional",
         lease: float = DEFAULT_IDEMPOTENCY_LEASE,
         ttl: float = DEFAULT_IDEMPOTENCY_TTL,
-        max_body: int = DEFAULT_MAX_BODY,
+        max_body: int = DEFAULT_IDEMPOTENCY_MAX_BODY,
         replay_headers: Iterable[str] = (),
         store_server_errors: bool = True,
         scope_of: Callable[[Scope], str] = account_scope,

@@ -16,6 +16,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from ustun import clock
+from ustun.defaults import DEFAULT_REDIS_PREFIX
 from ustun.idempotency.records import (
     Claim,
     Claimed,
@@ -26,8 +27,6 @@ from ustun.idempotency.records import (
     StoredResponse,
     new_lease_token,
 )
-
-DEFAULT_PREFIX = "ustun:idem:"
 
 # KEYS[1] record, KEYS[2] the scope's bytes, KEYS[3] its sizes by expiry ("token:size" members);
 # ARGV fingerprint, token, now_ms, lease_ms, ttl_ms, max_bytes (0: no limit).
@@ -106,7 +105,7 @@ class RedisRecordStore:
     """
 
     def __init__(
-        self, redis: Redis, *, prefix: str = DEFAULT_PREFIX, max_bytes: int | None = None
+        self, redis: Redis, *, prefix: str = DEFAULT_REDIS_PREFIX, max_bytes: int | None = None
     ) -> None:
         self.redis = redis
         self.prefix = prefix
@@ -122,7 +121,7 @@ class RedisRecordStore:
 
     @classmethod
     def from_url(
-        cls, url: str, *, prefix: str = DEFAULT_PREFIX, max_bytes: int | None = None
+        cls, url: str, *, prefix: str = DEFAULT_REDIS_PREFIX, max_bytes: int | None = None
     ) -> RedisRecordStore:
         """A store on the Redis at `url` (`redis://host:port/db`)."""
         return cls(Redis.from_url(url), prefix=prefix, max_bytes=max_bytes)

@@ -41,6 +41,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ustun import clock
+from ustun.defaults import DEFAULT_IDEMPOTENCY_SWEEP_INTERVAL
 from ustun.idempotency.records import (
     Change,
     Claim,
@@ -64,7 +65,6 @@ from ustun.store.uow import Held, UnitOfWork
 
 _CLAIM_ATTEMPTS = 3
 # How often the sweeper purges expired records by default: a full scope's bytes come back then.
-DEFAULT_SWEEP_INTERVAL = 60.0
 _RETRY_HINTS = 10_000  # scopes whose refusal's Retry-After a store remembers
 # A purge deletes expired records in transactions of at most PURGE_BATCH rows (on SQLite, and at
 # most PURGE_BATCH_BYTES of bodies), each meant to hold the write lock (SQLite's, or the rows' on
@@ -401,7 +401,7 @@ class SqlRecordStore:
         if retry_at is None or retry_at <= now:
             [row] = await _OLDEST.read(self.db, {"scope": scope})
             expires = now if row.oldest is None else max(row.oldest, now)
-            retry_at = expires + timedelta(seconds=DEFAULT_SWEEP_INTERVAL)
+            retry_at = expires + timedelta(seconds=DEFAULT_IDEMPOTENCY_SWEEP_INTERVAL)
             if len(self._retry_at) >= _RETRY_HINTS:
                 self._retry_at.clear()
             self._retry_at[scope] = retry_at

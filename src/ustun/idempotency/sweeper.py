@@ -12,7 +12,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from ustun.idempotency.sql import DEFAULT_SWEEP_INTERVAL, SqlRecordStore
+from ustun.defaults import DEFAULT_IDEMPOTENCY_SWEEP_INTERVAL
+from ustun.idempotency.sql import SqlRecordStore
 from ustun.store.wal import checkpoint
 
 log = logging.getLogger("ustun.idempotency")
@@ -27,7 +28,7 @@ async def sweep(store: SqlRecordStore) -> int:
 
 
 def sweeper(
-    store: SqlRecordStore, *, interval: float = DEFAULT_SWEEP_INTERVAL
+    store: SqlRecordStore, *, interval: float = DEFAULT_IDEMPOTENCY_SWEEP_INTERVAL
 ) -> Callable[[asyncio.Event], Awaitable[None]]:
     """A worker loop that sweeps every `interval` seconds until stopped."""
 

@@ -32,7 +32,7 @@ from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import PoolResetState
 
-from ustun.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
+from ustun.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_STATEMENT_TIMEOUT
 from ustun.store.autocommit import AutocommitPool, SqliteReaders
 from ustun.store.uow import (
     WRITE_OPTION,
@@ -100,7 +100,7 @@ class Database:
         self,
         url: str,
         *,
-        pool_size: int = 10,
+        pool_size: int = DEFAULT_POOL_SIZE,
         echo: bool = False,
         statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
         lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,

@@ -12,16 +12,16 @@ from typing import Any, Literal
 from sqlalchemy import Row
 
 from ustun import clock, ids
+from ustun.defaults import DEFAULT_ENDPOINT_MAX_IN_FLIGHT
 from ustun.http.signature import Signer, signer
 from ustun.store import UnitOfWork
 from ustun.webhooks import signing
 from ustun.webhooks.adapters import for_connection
 from ustun.webhooks.brokers.destinations import Destination, redact
+from ustun.webhooks.outbox import ENDPOINT_DISABLED, emit
 from ustun.webhooks.secretbox import SecretBox
-from ustun.webhooks.sending.outbox import ENDPOINT_DISABLED, emit
 from ustun.webhooks.store import cap
 
-DEFAULT_MAX_IN_FLIGHT = 8
 HTTP = "http"
 # How an endpoint takes its deliveries: as many at once as `max_in_flight` allows, in any order,
 # or `fifo`: one at a time, in the commit order of their events.
@@ -63,7 +63,7 @@ class Target:
     # Where a broker endpoint publishes (its URL decrypted); None for HTTP.
     destination: Destination | None = None
     # How many of its deliveries may be in flight at once, across every worker (1 if FIFO).
-    room: int = DEFAULT_MAX_IN_FLIGHT
+    room: int = DEFAULT_ENDPOINT_MAX_IN_FLIGHT
 
     def current(self, version: int, now: datetime) -> bool:
         """Whether this is still right for the endpoint at `version`, at `now`."""
@@ -121,7 +121,7 @@ async def create(
     description: str = "",
     payload: str = "full",
     rate_limit: float | None = None,
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    max_in_flight: int = DEFAULT_ENDPOINT_MAX_IN_FLIGHT,
     signature: signing.Scheme = signing.HMAC_SHA256,
     ordering: Ordering = UNORDERED,
 ) -> tuple[str, Signer]:

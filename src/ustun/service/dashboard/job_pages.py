@@ -31,16 +31,15 @@ async def job_list(
 ) -> Response:
     """The account's jobs, newest first, optionally of one status."""
     chosen = cast(jobs.JobStatusValue, status) if status in jobs.STATUSES else None
-    db = request.app.state.db
-    listed = await jobs.page(
-        db, who.account.id, status=chosen, limit=DEFAULT_PAGE_SIZE, cursor=cursor
+    listing = await job_routes.list_jobs(
+        who.account, request.app.state.db, chosen, DEFAULT_PAGE_SIZE, cursor
     )
     return page(
         request,
         "jobs.html",
         who,
         nav="jobs",
-        jobs=job_routes.render_page(listed),
+        jobs=listing,
         statuses=list(jobs.STATUSES),
         status=chosen or "",
     )

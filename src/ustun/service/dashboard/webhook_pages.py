@@ -16,17 +16,17 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from ustun.concurrency import validators
+from ustun.defaults import DEFAULT_ENDPOINT_MAX_IN_FLIGHT, DEFAULT_PAGE_SIZE
 from ustun.errors import PreconditionFailedError, ProblemError
 from ustun.http.dates import parse_rfc3339
 from ustun.http.etag import EntityTagMatch
 from ustun.http.preconditions import Preconditions
 from ustun.service.dashboard.web import LoggedIn, Posting, Viewer, page, see_other
 from ustun.service.operations import webhook_deliveries, webhook_endpoints, webhook_events
-from ustun.service.plumbing.deps import DEFAULT_PAGE, MAX_PAGE
+from ustun.service.plumbing.deps import MAX_PAGE
 from ustun.service.plumbing.problems import field_message
 from ustun.webhooks import operations, signing
 from ustun.webhooks.endpoints import (
-    DEFAULT_MAX_IN_FLIGHT,
     MAX_RATE_LIMIT,
     MIN_RATE_LIMIT,
     UNORDERED,
@@ -86,7 +86,7 @@ async def _endpoints_page(
     done: str | None = None,
 ) -> Response:
     listing = await webhook_endpoints.endpoints_page(
-        _db(request), who.account.id, limit=DEFAULT_PAGE, cursor=cursor
+        _db(request), who.account.id, limit=DEFAULT_PAGE_SIZE, cursor=cursor
     )
     return page(
         request,
@@ -97,7 +97,7 @@ async def _endpoints_page(
         kinds=get_args(webhook_endpoints.Kind),
         schemes=signing.SCHEMES,
         orderings=get_args(Ordering),
-        default_in_flight=DEFAULT_MAX_IN_FLIGHT,
+        default_in_flight=DEFAULT_ENDPOINT_MAX_IN_FLIGHT,
         rate_limits=f"{MIN_RATE_LIMIT:g} to {MAX_RATE_LIMIT:g}",
         created=created,
         error=error,
@@ -204,7 +204,7 @@ async def _endpoint_page(
     db = _db(request)
     row, head = await operations.endpoint_head(db, who.account.id, endpoint_id)
     recent = await webhook_deliveries.deliveries_page(
-        db, who.account.id, limit=DEFAULT_PAGE, cursor=None, endpoint_id=endpoint_id
+        db, who.account.id, limit=DEFAULT_PAGE_SIZE, cursor=None, endpoint_id=endpoint_id
     )
     flashes = _flashes(done)
     if recovered is not None:
@@ -312,7 +312,7 @@ async def events(
 ) -> Response:
     """The account's event log, newest first, optionally of one type."""
     listing = await webhook_events.events_page(
-        _db(request), who.account.id, limit=DEFAULT_PAGE, cursor=cursor, type=type or None
+        _db(request), who.account.id, limit=DEFAULT_PAGE_SIZE, cursor=cursor, type=type or None
     )
     types = [t.name for t in request.app.state.event_types]
     return page(
@@ -326,7 +326,7 @@ async def event(request: Request, who: LoggedIn, event_id: str) -> Response:
     db = _db(request)
     found = await webhook_events.read_event(db, who.account.id, event_id)
     sent = await webhook_deliveries.deliveries_page(
-        db, who.account.id, limit=DEFAULT_PAGE, cursor=None, event_id=event_id
+        db, who.account.id, limit=DEFAULT_PAGE_SIZE, cursor=None, event_id=event_id
     )
     payload = json.dumps(
         {k: v for k, v in found.items() if k != "object"}, indent=2, ensure_ascii=False
@@ -358,7 +358,7 @@ async def deliveries(
     listing = await webhook_deliveries.deliveries_page(
         db,
         who.account.id,
-        limit=DEFAULT_PAGE,
+        limit=DEFAULT_PAGE_SIZE,
         cursor=cursor,
         endpoint_id=endpoint_id or None,
         status=_status(status),

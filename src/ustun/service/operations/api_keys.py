@@ -8,11 +8,12 @@ from fastapi import APIRouter, Request, Response
 from sqlalchemy import Row, select
 
 from ustun.clock import rfc3339, rfc3339_or_none
+from ustun.defaults import DEFAULT_PAGE_SIZE
 from ustun.errors import ProblemError
 from ustun.idempotency import idempotency
 from ustun.idempotency.sealing import CACHE_CONTROL, NO_STORE
 from ustun.service.plumbing.accounts import issue_key, revoke_key
-from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
+from ustun.service.plumbing.deps import DB, CurrentAccount, Cursor, Limit
 from ustun.service.plumbing.middleware import KeyCache
 from ustun.service.plumbing.pagination import page
 from ustun.store.tables import api_keys
@@ -35,7 +36,7 @@ def render(row: Row[Any]) -> dict[str, Any]:
 
 @router.get("")
 async def list_keys(
-    account: CurrentAccount, db: DB, limit: Limit = DEFAULT_PAGE, cursor: Cursor = None
+    account: CurrentAccount, db: DB, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None
 ) -> dict[str, Any]:
     """The account's keys, newest first, revoked ones included (with `revoked_at`)."""
     async with db.read() as conn:

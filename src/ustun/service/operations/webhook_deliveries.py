@@ -8,7 +8,8 @@ from fastapi import APIRouter, Query
 from sqlalchemy import Row
 
 from ustun.clock import rfc3339, rfc3339_or_none
-from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
+from ustun.defaults import DEFAULT_PAGE_SIZE
+from ustun.service.plumbing.deps import DB, CurrentAccount, Cursor, Limit
 from ustun.service.plumbing.pagination import page
 from ustun.store import Database
 from ustun.webhooks import operations
@@ -79,7 +80,7 @@ async def delivery_with_attempts(db: Database, account_id: str, delivery_id: str
 async def list_deliveries(
     account: CurrentAccount,
     db: DB,
-    limit: Limit = DEFAULT_PAGE,
+    limit: Limit = DEFAULT_PAGE_SIZE,
     cursor: Cursor = None,
     endpoint_id: Id = None,
     event_id: Id = None,

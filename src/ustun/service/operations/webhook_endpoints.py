@@ -11,26 +11,18 @@ from sqlalchemy import Row
 
 from ustun.clock import rfc3339
 from ustun.concurrency import Version, validators
+from ustun.defaults import DEFAULT_ENDPOINT_MAX_IN_FLIGHT, DEFAULT_PAGE_SIZE
 from ustun.errors import ProblemError
 from ustun.service.operations.webhook_deliveries import render as render_delivery
 from ustun.service.operations.webhook_events import render_event
 from ustun.service.plumbing.bodies import INTEGRAL_FLOAT, EventPattern, Moment
 from ustun.service.plumbing.conditional import Conditions, conditional_get
-from ustun.service.plumbing.deps import (
-    DB,
-    DEFAULT_PAGE,
-    AppSettings,
-    Box,
-    CurrentAccount,
-    Cursor,
-    Limit,
-)
+from ustun.service.plumbing.deps import DB, AppSettings, Box, CurrentAccount, Cursor, Limit
 from ustun.service.plumbing.pagination import page
 from ustun.service.plumbing.text import Text
 from ustun.store import Database
 from ustun.webhooks import operations, signing
 from ustun.webhooks.endpoints import (
-    DEFAULT_MAX_IN_FLIGHT,
     MAX_RATE_LIMIT,
     MIN_RATE_LIMIT,
     UNORDERED,
@@ -116,7 +108,7 @@ class EndpointIn(BaseModel):
     description: Text = Field(default="", max_length=500)
     payload: Literal["full", "thin"] = "full"
     rate_limit: RateLimit | None = Field(default=None, description=RATE_LIMIT)
-    max_in_flight: InFlight = DEFAULT_MAX_IN_FLIGHT
+    max_in_flight: InFlight = DEFAULT_ENDPOINT_MAX_IN_FLIGHT
     signature: signing.Scheme = Field(
         default=signing.HMAC_SHA256,
         description="`hmac-sha256`: `v1` signatures under the `secret` in the answer; "
@@ -216,7 +208,7 @@ async def create_endpoint(
 
 @router.get("")
 async def list_endpoints(
-    account: CurrentAccount, db: DB, limit: Limit = DEFAULT_PAGE, cursor: Cursor = None
+    account: CurrentAccount, db: DB, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None
 ) -> dict[str, Any]:
     """The account's endpoints, newest first."""
     return await endpoints_page(db, account.id, limit=limit, cursor=cursor)

@@ -11,13 +11,14 @@ from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.clock import rfc3339
+from ustun.defaults import DEFAULT_PAGE_SIZE
 from ustun.errors import ProblemError
 from ustun.service.plumbing.bodies import Moment
-from ustun.service.plumbing.deps import DB, DEFAULT_PAGE, CurrentAccount, Cursor, Limit
+from ustun.service.plumbing.deps import DB, CurrentAccount, Cursor, Limit
 from ustun.service.plumbing.pagination import page
 from ustun.store import Database
 from ustun.webhooks import feed
-from ustun.webhooks.sending.message import API_VERSION
+from ustun.webhooks.message import API_VERSION
 from ustun.webhooks.tables import events
 
 router = APIRouter(tags=["webhooks"])
@@ -54,7 +55,7 @@ def render_event(row: Row[Any]) -> dict[str, Any]:
 async def list_events(
     account: CurrentAccount,
     db: DB,
-    limit: Limit = DEFAULT_PAGE,
+    limit: Limit = DEFAULT_PAGE_SIZE,
     cursor: Cursor = None,
     type: Annotated[str | None, Query(max_length=100, description="Only this type.")] = None,
     after: After = None,

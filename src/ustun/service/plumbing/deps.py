@@ -13,7 +13,6 @@ from ustun.store import Database
 from ustun.webhooks.secretbox import SecretBox
 
 MAX_PAGE = 100
-DEFAULT_PAGE = 20
 
 
 def account_of(request: Request) -> Account:

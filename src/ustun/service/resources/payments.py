@@ -17,6 +17,7 @@ from ustun.concurrency import (
     require_if_match,
     validators,
 )
+from ustun.defaults import DEFAULT_PAGE_SIZE
 from ustun.errors import NotFoundError, StateConflictError
 from ustun.idempotency import idempotency
 from ustun.service.plumbing.accounts import Account
@@ -27,21 +28,13 @@ from ustun.service.plumbing.conditional import (
     preconditions_of,
     representation,
 )
-from ustun.service.plumbing.deps import (
-    DB,
-    DEFAULT_PAGE,
-    CurrentAccount,
-    Cursor,
-    Limit,
-    account_of,
-    database_of,
-)
+from ustun.service.plumbing.deps import DB, CurrentAccount, Cursor, Limit, account_of, database_of
 from ustun.service.plumbing.pagination import page
 from ustun.service.plumbing.text import Text
 from ustun.service.resources.money import Amount, Currency
 from ustun.service.resources.schema import payments
 from ustun.store.statements import FastRow, Statement
-from ustun.webhooks.sending.outbox import emit
+from ustun.webhooks.outbox import emit
 
 router = APIRouter(prefix="/v1/payments", tags=["payments"])
 
@@ -80,7 +73,7 @@ def render(row: Row[Any] | FastRow) -> dict[str, Any]:
 
 @router.get("")
 async def list_payments(
-    account: CurrentAccount, db: DB, limit: Limit = DEFAULT_PAGE, cursor: Cursor = None
+    account: CurrentAccount, db: DB, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None
 ) -> dict[str, Any]:
     """The account's payments, newest first."""
     async with db.read() as conn:

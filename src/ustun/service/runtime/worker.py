@@ -11,6 +11,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from ustun.defaults import DEFAULT_JOB_CONCURRENCY
 from ustun.idempotency import SqlRecordStore, sweeper
 from ustun.jobs import Registry
 from ustun.service.runtime.job_loops import job_kinds, job_loops
@@ -31,7 +32,7 @@ class Worker:
         db: Database,
         settings: Settings,
         *,
-        concurrency: int = 4,
+        concurrency: int = DEFAULT_JOB_CONCURRENCY,
         kinds: Registry | None = None,
     ) -> None:
         """`kinds`: the job kinds to run (by default the service's, `job_kinds(settings)`)."""
