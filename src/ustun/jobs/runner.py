@@ -36,7 +36,7 @@ from ustun.jobs.adapters import store_for
 from ustun.jobs.context import JobContext
 from ustun.jobs.offload import Offload
 from ustun.jobs.records import Job
-from ustun.jobs.registry import JobKind, Registry, registry
+from ustun.jobs.registry import JobKind, Registry
 from ustun.jobs.store import JobListener, Outcome
 from ustun.store import Database
 
@@ -71,7 +71,7 @@ class Runner:
         self,
         db: Database,
         *,
-        kinds: Registry = registry,
+        kinds: Registry,
         concurrency: int = DEFAULT_JOB_CONCURRENCY,
         lease_seconds: float = DEFAULT_JOB_LEASE,
         poll_interval: float = DEFAULT_JOB_POLL_INTERVAL,
@@ -102,7 +102,7 @@ class Runner:
             asyncio.create_task(self._wake_on(stopping)),
             asyncio.create_task(self._settler()),
         ]
-        self._listener = self.store.listener(self._wake)
+        self._listener = self.store.listener(self.db, self._wake)
         if self._listener is not None:
             helpers.append(asyncio.create_task(self._listener.run(stopping)))
         try:
@@ -126,7 +126,8 @@ class Runner:
             self._wake.clear()
             if time.monotonic() >= next_recovery:
                 next_recovery = time.monotonic() + recover_every
-                await self.store.recover_expired(hooks=self.kinds.final_hooks)
+                async with self.db.unit_of_work() as uow:
+                    await self.store.recover_expired(uow, hooks=self.kinds.final_hooks)
             wait = self.poll_interval
             free = self._free_slots()
             if free > 0:
@@ -137,6 +138,7 @@ class Runner:
                 free = self._free_slots()
                 lease_ends = asyncio.get_running_loop().time() + self.lease
                 claimed = await self.store.claim(
+                    self.db,
                     worker_id=self.worker_id,
                     kinds=self.kinds.names(),
                     limit=free,
@@ -212,7 +214,8 @@ class Runner:
             if not ctx.lost and not running.settling:
                 # Shutting down: hand the job back at once rather than wait for its lease.
                 with contextlib.suppress(Exception):
-                    await self.store.finish(job, Outcome(states.PENDING))
+                    async with self.db.unit_of_work() as uow:
+                        await self.store.finish(uow, job, Outcome(states.PENDING))
             raise
         except Exception:
             log.exception("job %s: could not record its outcome; its lease will expire", job.id)
@@ -261,6 +264,7 @@ class Runner:
             try:
                 held = [job for job, _, _ in batch]
                 settled = await self.store.settle(
+                    self.db,
                     [(job, outcome) for job, outcome, _ in batch],
                     hooks=self.kinds.final_hooks_for(held),
                 )
@@ -286,7 +290,7 @@ class Runner:
         lease_ends = asyncio.get_running_loop().time() + self.lease
         try:
             alive = await self.store.renew(
-                worker_id=self.worker_id, job_ids=list(held), lease=self.lease
+                self.db, worker_id=self.worker_id, job_ids=list(held), lease=self.lease
             )
         except Exception:
             log.exception("could not renew job leases; retrying at the next heartbeat")

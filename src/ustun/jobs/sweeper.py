@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from ustun.defaults import DEFAULT_JOB_SWEEP_INTERVAL
-from ustun.jobs.adapters import store_for
+from ustun.jobs.queue import purge
 from ustun.jobs.store import PURGE_BATCH
 from ustun.store import Database
 
@@ -17,13 +17,12 @@ def purge_loop(
     db: Database, *, retention: float, interval: float = DEFAULT_JOB_SWEEP_INTERVAL
 ) -> Callable[[asyncio.Event], Awaitable[None]]:
     """A worker loop that deletes finished jobs older than `retention` seconds, in batches."""
-    store = store_for(db)
 
     async def loop(stopping: asyncio.Event) -> None:
         while not stopping.is_set():
             purged = PURGE_BATCH
             while purged == PURGE_BATCH:
-                purged = await store.purge(older_than=timedelta(seconds=retention))
+                purged = await purge(db, older_than=timedelta(seconds=retention))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), interval)
 

@@ -23,24 +23,20 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from typing import Any
-
-from sqlalchemy import and_, or_, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from collections.abc import Iterable
 
 from ustun.defaults import DEFAULT_JOB_WATCH_INTERVAL
 from ustun.errors import ProblemError
 from ustun.http.retry_after import format_retry_after
 from ustun.jobs import states
-from ustun.jobs.records import Job, JobEvent
-from ustun.jobs.tables import job_events, jobs
+from ustun.jobs.adapters import store_for
+from ustun.jobs.records import JobEvent
+from ustun.jobs.store import JobStore
 from ustun.store import Database
 
 log = logging.getLogger("ustun.jobs")
 
-# Jobs per statement (an IN list of ids; an OR of `(job, first version)` for events).
-BATCH = 500
+# Jobs per read of their events (an OR of `(job, first version)`).
 EVENT_BATCH = 100
 # Events of one job per read: a job with more (one retried many times) is read on in the next.
 WINDOW = 100
@@ -117,6 +113,7 @@ class Watch:
         self.max_per_account = max_per_account
         self.interval = interval
         self.reader = reader
+        self._store: JobStore = store_for(reader)
         self._streams: dict[str, set[Stream]] = {}
         self._accounts: Counter[str] = Counter()
         self._count = 0
@@ -190,10 +187,9 @@ class Watch:
             if full:
                 next_full = now + self.interval
             try:
-                async with self.reader.read() as conn:
-                    opened = [s for s in opening if self._watched(s)]
-                    if await self._read(conn, opened, full=full):
-                        next_full = time.monotonic()  # more to read: go on at once
+                opened = [s for s in opening if self._watched(s)]
+                if await self._read(opened, full=full):
+                    next_full = time.monotonic()  # more to read: go on at once
             except Exception as exc:
                 if not failing:
                     log.warning("reading watched jobs failed (%s); retrying", type(exc).__name__)
@@ -208,15 +204,15 @@ class Watch:
     def _watched(self, stream: Stream) -> bool:
         return stream in self._streams.get(stream.job_id, ())
 
-    async def _read(self, conn: AsyncConnection, opening: list[Stream], *, full: bool) -> bool:
+    async def _read(self, opening: list[Stream], *, full: bool) -> bool:
         """Open the `opening` streams, then hand every stream of a job that changed (of every
         watched job when `full`, else only of those just opened) its new events; whether some
         job has more than one read takes."""
-        versions: dict[str, tuple[str, int]] = {}
-        rows = await _in_batches(conn, select(jobs), {s.job_id for s in opening})
-        for row in rows:
-            versions[row.id] = (row.status, row.version)
-        found = {row.id: Job.from_row(row) for row in rows}
+        found = {
+            job.id: job
+            for job in await self._store.jobs_by_id(self.reader, {s.job_id for s in opening})
+        }
+        versions = {job.id: (job.status, job.version) for job in found.values()}
         for stream in opening:
             job = found.get(stream.job_id)
             if job is None or job.account_id != stream.account_id:
@@ -231,15 +227,13 @@ class Watch:
             stream._opened(True)
         if full:
             rest = set(self._streams) - set(versions)
-            statement = select(jobs.c.id, jobs.c.status, jobs.c.version)
-            for row in await _in_batches(conn, statement, rest):
-                versions[row.id] = (row.status, row.version)
+            versions.update(await self._store.versions(self.reader, rest))
             for job_id in rest - set(versions):  # deleted (purged): nothing more will come
                 for stream in self._streams[job_id]:
                     stream._hand(ended=True)
-        return await self._catch_up(conn, versions)
+        return await self._catch_up(versions)
 
-    async def _catch_up(self, conn: AsyncConnection, versions: dict[str, tuple[str, int]]) -> bool:
+    async def _catch_up(self, versions: dict[str, tuple[str, int]]) -> bool:
         """Hand each stream the events of its job after the last it got, up to the version read
         (at most `WINDOW` versions on); whether some job has more."""
         behind = False
@@ -252,24 +246,8 @@ class Watch:
         for start in range(0, len(chunks), EVENT_BATCH):
             chunk = chunks[start : start + EVENT_BATCH]
             read: dict[str, list[JobEvent]] = {job_id: [] for job_id, _ in chunk}
-            statement = (
-                select(job_events)
-                .where(
-                    or_(
-                        *(
-                            and_(
-                                job_events.c.job_id == job_id,
-                                job_events.c.version > floor,
-                                job_events.c.version <= floor + WINDOW,
-                            )
-                            for job_id, floor in chunk
-                        )
-                    )
-                )
-                .order_by(job_events.c.job_id, job_events.c.version)
-            )
-            for row in (await conn.execute(statement)).all():
-                read[row.job_id].append(JobEvent(**row._mapping))
+            for event in await self._store.events_within(self.reader, dict(chunk), window=WINDOW):
+                read[event.job_id].append(event)
             for job_id, floor in chunk:
                 status, version = versions[job_id]
                 events = read[job_id]
@@ -287,13 +265,3 @@ class Watch:
                     )
                     stream._hand(new, ended=final)
         return behind
-
-
-async def _in_batches(conn: AsyncConnection, statement: Any, ids: set[str]) -> Sequence[Any]:
-    """The rows of `statement` for the jobs `ids`, `BATCH` ids per statement."""
-    ordered = sorted(ids)
-    rows: list[Any] = []
-    for start in range(0, len(ordered), BATCH):
-        chunk = ordered[start : start + BATCH]
-        rows.extend((await conn.execute(statement.where(jobs.c.id.in_(chunk)))).all())
-    return rows

@@ -18,8 +18,8 @@ from ustun.store import UnitOfWork
 from ustun.webhooks import signing
 from ustun.webhooks.adapters import for_connection
 from ustun.webhooks.brokers.destinations import Destination, redact
-from ustun.webhooks.outbox import ENDPOINT_DISABLED, emit
 from ustun.webhooks.secretbox import SecretBox
+from ustun.webhooks.sending.outbox import ENDPOINT_DISABLED, emit
 from ustun.webhooks.store import cap
 
 HTTP = "http"

@@ -31,15 +31,16 @@ async def job_list(
 ) -> Response:
     """The account's jobs, newest first, optionally of one status."""
     chosen = cast(jobs.JobStatusValue, status) if status in jobs.STATUSES else None
-    listing = await job_routes.list_jobs(
-        who.account, request.app.state.db, chosen, DEFAULT_PAGE_SIZE, cursor
+    db = request.app.state.db
+    listed = await jobs.page(
+        db, who.account.id, status=chosen, limit=DEFAULT_PAGE_SIZE, cursor=cursor
     )
     return page(
         request,
         "jobs.html",
         who,
         nav="jobs",
-        jobs=listing,
+        jobs=job_routes.render_page(listed),
         statuses=list(jobs.STATUSES),
         status=chosen or "",
     )

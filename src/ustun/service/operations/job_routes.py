@@ -16,7 +16,6 @@ from ustun.clock import rfc3339
 from ustun.defaults import DEFAULT_PAGE_SIZE
 from ustun.errors import NotFoundError
 from ustun.http.last_event_id import parse_last_event_id
-from ustun.jobs.tables import jobs as jobs_table
 from ustun.jobs.watch import Stream, Watch
 from ustun.service.plumbing.conditional import (
     Conditions,
@@ -31,9 +30,8 @@ from ustun.service.plumbing.job_representation import (
     respond,
     validators,
 )
-from ustun.service.plumbing.pagination import page
 from ustun.store import UnitOfWork
-from ustun.webhooks.outbox import emit
+from ustun.webhooks.sending.outbox import emit
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -77,18 +75,12 @@ async def list_jobs(
     cursor: Cursor = None,
 ) -> dict[str, Any]:
     """The account's jobs, newest first, optionally only those in one status."""
-    where = [jobs_table.c.account_id == account.id]
-    if status is not None:
-        where.append(jobs_table.c.status == status)
-    async with db.read() as conn:
-        return await page(
-            conn,
-            jobs_table,
-            where=where,
-            limit=limit,
-            cursor=cursor,
-            render=lambda row: render(jobs.Job.from_row(row)),
-        )
+    return render_page(await jobs.page(db, account.id, status=status, limit=limit, cursor=cursor))
+
+
+def render_page(listed: jobs.JobPage) -> dict[str, Any]:
+    """The public JSON shape of a page of jobs."""
+    return {"data": [render(job) for job in listed.jobs], "next_cursor": listed.next_cursor}
 
 
 @router.head("/{job_id}", response_model=None, operation_id="head_job")

@@ -18,7 +18,7 @@ from ustun.service.plumbing.deps import DB, CurrentAccount, Cursor, Limit
 from ustun.service.plumbing.pagination import page
 from ustun.store import Database
 from ustun.webhooks import feed
-from ustun.webhooks.message import API_VERSION
+from ustun.webhooks.sending.message import API_VERSION
 from ustun.webhooks.tables import events
 
 router = APIRouter(tags=["webhooks"])

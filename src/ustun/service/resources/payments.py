@@ -34,7 +34,7 @@ from ustun.service.plumbing.text import Text
 from ustun.service.resources.money import Amount, Currency
 from ustun.service.resources.schema import payments
 from ustun.store.statements import FastRow, Statement
-from ustun.webhooks.outbox import emit
+from ustun.webhooks.sending.outbox import emit
 
 router = APIRouter(prefix="/v1/payments", tags=["payments"])
 
