@@ -8,15 +8,8 @@ from pathlib import Path
 import ustun.webhooks
 
 PACKAGE = Path(ustun.webhooks.__file__).parent
-# Where SQL may live: the adapters, the table definitions they share, and the receiver's inbox
-# and reconcile cursors (ports of their own, with memory and SQL adapters side by side, like
-# idempotency's).
-STORAGE = {
-    PACKAGE / "adapters",
-    PACKAGE / "tables.py",
-    PACKAGE / "receiving" / "inbox.py",
-    PACKAGE / "receiving" / "cursors.py",
-}
+# Where SQL may live: the adapters and the table definitions they share.
+STORAGE = {PACKAGE / "adapters", PACKAGE / "tables.py"}
 DRIVERS = ("asyncpg", "aiosqlite", "sqlite3", "psycopg")
 # Below the adapters only: the driver connections and prepared statements of `ustun.store`.
 STORE_INTERNALS = ("ustun.store.uow", "ustun.store.statements", "ustun.store.autocommit")

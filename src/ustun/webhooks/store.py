@@ -79,7 +79,40 @@ class Attempt(NamedTuple):
     response: str | None
 
 
-class WebhookStore(Protocol):
+class ReceivingStore(Protocol):
+    """What a receiver stores: its inbox of webhook ids and its reconcile cursors."""
+
+    async def claim_inbox(
+        self, uow: UnitOfWork, webhook_id: str, event_type: str, *, now: datetime, stale: datetime
+    ) -> bool:
+        """Record the id as received at `now`, or take it over if its handler has not finished
+        and it was received before `stale`; whether this call holds it."""
+        ...
+
+    async def inbox_done(self, uow: UnitOfWork, webhook_id: str, now: datetime) -> None:
+        """The id's handler finished at `now`."""
+        ...
+
+    async def inbox_failed(self, uow: UnitOfWork, webhook_id: str, error: str) -> None:
+        """The id's handler gave up with `error`."""
+        ...
+
+    async def inbox_handled(self, conn: AsyncConnection, webhook_id: str) -> bool:
+        """Whether the id's handler finished (not merely claimed)."""
+        ...
+
+    async def reconcile_cursor(self, conn: AsyncConnection, source: str) -> str | None:
+        """The saved cursor of the feed `source`, if any."""
+        ...
+
+    async def save_reconcile_cursor(
+        self, uow: UnitOfWork, source: str, cursor: str, now: datetime
+    ) -> None:
+        """Remember `cursor` for the feed `source`."""
+        ...
+
+
+class WebhookStore(ReceivingStore, Protocol):
     """Every read and write of the webhooks pillar; writes run in the caller's unit of work."""
 
     # The outbox.

@@ -27,11 +27,18 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.concurrency import GuardRejected, Preconditions, compare_and_delete, compare_and_set
-from ustun.store import Database, UnitOfWork
+from ustun.store import Database, UnitOfWork, dialects
 from ustun.store.statements import Statement
 from ustun.store.tables import accounts
 from ustun.webhooks.states import Status
-from ustun.webhooks.tables import attempts, deliveries, endpoints, events
+from ustun.webhooks.tables import (
+    attempts,
+    deliveries,
+    endpoints,
+    events,
+    inbox,
+    reconcile_cursors,
+)
 
 # The event row and, in the same statement, the ids of the endpoints that get a delivery: the
 # account's enabled ones whose filter (`webhooks.patterns.matches`: `*`, an exact type or
@@ -406,6 +413,74 @@ class SqlStore:
             )
         )
         return result.rowcount
+
+    async def claim_inbox(
+        self, uow: UnitOfWork, webhook_id: str, event_type: str, *, now: datetime, stale: datetime
+    ) -> bool:
+        """Insert the id unless it is there; else take it over if unfinished and stale."""
+        values = {"webhook_id": webhook_id, "type": event_type, "received_at": now}
+        inserted = await uow.conn.execute(
+            dialects.insert(uow.conn, inbox)
+            .values(**values, handler_attempts=0)
+            .on_conflict_do_nothing(index_elements=[inbox.c.webhook_id])
+            .returning(inbox.c.webhook_id)
+        )
+        if inserted.first() is not None:
+            return True
+        retaken = await uow.conn.execute(
+            update(inbox)
+            .where(
+                inbox.c.webhook_id == webhook_id,
+                inbox.c.handled_at.is_(None),
+                inbox.c.received_at < stale,
+            )
+            .values(received_at=now)
+            .returning(inbox.c.webhook_id)
+        )
+        return retaken.first() is not None
+
+    async def inbox_done(self, uow: UnitOfWork, webhook_id: str, now: datetime) -> None:
+        """The id's handler finished at `now`."""
+        await uow.conn.execute(
+            update(inbox)
+            .where(inbox.c.webhook_id == webhook_id)
+            .values(handled_at=now, handler_attempts=inbox.c.handler_attempts + 1)
+        )
+
+    async def inbox_failed(self, uow: UnitOfWork, webhook_id: str, error: str) -> None:
+        """The id's handler gave up with `error` (its first 2,000 characters kept)."""
+        await uow.conn.execute(
+            update(inbox)
+            .where(inbox.c.webhook_id == webhook_id)
+            .values(last_error=error[:2000], handler_attempts=inbox.c.handler_attempts + 1)
+        )
+
+    async def inbox_handled(self, conn: AsyncConnection, webhook_id: str) -> bool:
+        """One read by the primary key."""
+        handled_at = await conn.scalar(
+            select(inbox.c.handled_at).where(inbox.c.webhook_id == webhook_id)
+        )
+        return handled_at is not None
+
+    async def reconcile_cursor(self, conn: AsyncConnection, source: str) -> str | None:
+        """The saved cursor of the feed `source`, if any."""
+        found: str | None = await conn.scalar(
+            select(reconcile_cursors.c.cursor).where(reconcile_cursors.c.source == source)
+        )
+        return found
+
+    async def save_reconcile_cursor(
+        self, uow: UnitOfWork, source: str, cursor: str, now: datetime
+    ) -> None:
+        """Insert or replace the cursor of the feed `source`."""
+        await uow.conn.execute(
+            dialects.insert(uow.conn, reconcile_cursors)
+            .values(source=source, cursor=cursor, updated_at=now)
+            .on_conflict_do_update(
+                index_elements=[reconcile_cursors.c.source],
+                set_={"cursor": cursor, "updated_at": now},
+            )
+        )
 
 
 def _key(account_id: str, endpoint_id: str) -> list[Any]:

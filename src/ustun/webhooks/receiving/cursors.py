@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sqlalchemy import select
-
 from ustun import clock
-from ustun.store import Database, dialects
+from ustun.store import Database
 from ustun.store.migrate import RequiredTables
+from ustun.webhooks.adapters import for_database
 from ustun.webhooks.receiving.inbox import DatabaseInbox, Inbox
 from ustun.webhooks.tables import reconcile_cursors
 
@@ -56,6 +55,7 @@ class DatabaseCursors:
     def __init__(self, db: Database, *, create_tables: bool | None = None) -> None:
         self.db = db
         self._tables = RequiredTables(db, reconcile_cursors.name, create=create_tables)
+        self._store = for_database(db)
 
     async def prepare(self) -> None:
         """Create the table (SQLite) or raise `TablesMissing` with the command to run."""
@@ -63,23 +63,11 @@ class DatabaseCursors:
 
     async def load(self, source: str) -> str | None:
         async with self.db.read() as conn:
-            found: str | None = await conn.scalar(
-                select(reconcile_cursors.c.cursor).where(reconcile_cursors.c.source == source)
-            )
-        return found
+            return await self._store.reconcile_cursor(conn, source)
 
     async def save(self, source: str, cursor: str) -> None:
-        now = clock.now()
         async with self.db.unit_of_work() as uow:
-            statement = (
-                dialects.insert(uow.conn, reconcile_cursors)
-                .values(source=source, cursor=cursor, updated_at=now)
-                .on_conflict_do_update(
-                    index_elements=[reconcile_cursors.c.source],
-                    set_={"cursor": cursor, "updated_at": now},
-                )
-            )
-            await uow.conn.execute(statement)
+            await self._store.save_reconcile_cursor(uow, source, cursor, clock.now())
 
 
 def cursors_beside(inbox: Inbox) -> CursorStore:

@@ -13,12 +13,10 @@ import time
 from datetime import timedelta
 from typing import Protocol
 
-from sqlalchemy import insert, select, update
-from sqlalchemy.exc import IntegrityError
-
 from ustun import clock
 from ustun.store import Database
 from ustun.store.migrate import RequiredTables
+from ustun.webhooks.adapters import for_database
 from ustun.webhooks.tables import inbox
 
 DEFAULT_LEASE = 60.0
@@ -92,6 +90,7 @@ class DatabaseInbox:
         self.db = db
         self.lease = lease
         self._tables = RequiredTables(db, inbox.name, create=create_tables)
+        self._store = for_database(db)
 
     async def prepare(self) -> None:
         """Create the table or raise `TablesMissing` with the command to run."""
@@ -99,51 +98,20 @@ class DatabaseInbox:
 
     async def claim(self, webhook_id: str, event_type: str) -> bool:
         now = clock.now()
-        try:
-            async with self.db.unit_of_work() as uow:
-                await uow.conn.execute(
-                    insert(inbox).values(
-                        webhook_id=webhook_id,
-                        type=event_type,
-                        received_at=now,
-                        handler_attempts=0,
-                    )
-                )
-            return True
-        except IntegrityError:
-            pass
         async with self.db.unit_of_work() as uow:
-            result = await uow.conn.execute(
-                update(inbox)
-                .where(
-                    inbox.c.webhook_id == webhook_id,
-                    inbox.c.handled_at.is_(None),
-                    inbox.c.received_at < now - timedelta(seconds=self.lease),
-                )
-                .values(received_at=now)
+            return await self._store.claim_inbox(
+                uow, webhook_id, event_type, now=now, stale=now - timedelta(seconds=self.lease)
             )
-        return bool(result.rowcount)
 
     async def done(self, webhook_id: str) -> None:
         async with self.db.unit_of_work() as uow:
-            await uow.conn.execute(
-                update(inbox)
-                .where(inbox.c.webhook_id == webhook_id)
-                .values(handled_at=clock.now(), handler_attempts=inbox.c.handler_attempts + 1)
-            )
+            await self._store.inbox_done(uow, webhook_id, clock.now())
 
     async def handled(self, webhook_id: str) -> bool:
         """One read by the primary key, outside any write transaction."""
         async with self.db.read() as conn:
-            handled_at = await conn.scalar(
-                select(inbox.c.handled_at).where(inbox.c.webhook_id == webhook_id)
-            )
-        return handled_at is not None
+            return await self._store.inbox_handled(conn, webhook_id)
 
     async def failed(self, webhook_id: str, error: str) -> None:
         async with self.db.unit_of_work() as uow:
-            await uow.conn.execute(
-                update(inbox)
-                .where(inbox.c.webhook_id == webhook_id)
-                .values(last_error=error[:2000], handler_attempts=inbox.c.handler_attempts + 1)
-            )
+            await self._store.inbox_failed(uow, webhook_id, error)
