@@ -1,8 +1,9 @@
 """Dashboard pages of the jobs pillar: the list, a job's detail with live progress, cancel.
 
-Reads and actions go through the service's own job handlers and the jobs pillar; the live
-progress is the job's own SSE stream, served here behind the dashboard session (a browser's
-EventSource cannot send the API key, and the key never reaches the browser anyway).
+Reads and actions go through the jobs pillar and the service's job operations (not its route
+handlers); the live progress is the job's own SSE stream, served here behind the dashboard
+session (a browser's EventSource cannot send the API key, and the key never reaches the browser
+anyway).
 """
 
 from __future__ import annotations
@@ -73,22 +74,22 @@ async def job_detail(request: Request, who: LoggedIn, job_id: str) -> Response:
 async def job_events(request: Request, who: LoggedIn, job_id: str) -> Response:
     """The job's SSE stream (status and progress), for the logged-in account's job only; the
     API's rules apply (400 for a bad `Last-Event-ID`, 204 once the final event was seen)."""
-    return await job_routes.job_events(
-        job_id, request, who.account, request.headers.get("last-event-id")
+    return await job_routes.event_stream(
+        request.app.state.job_watch, who.account.id, job_id, request.headers.get("last-event-id")
     )
 
 
 @router.get("/jobs/{job_id}/result")
 async def job_result(request: Request, who: LoggedIn, job_id: str) -> Response:
     """Download the file a finished job produced."""
-    return await job_routes.job_result(job_id, who.account, request.app.state.db)
+    return await job_routes.result_file(request.app.state.db, who.account.id, job_id)
 
 
 @router.post("/jobs/{job_id}/cancel")
 async def cancel(request: Request, who: Posting, job_id: str) -> Response:
     """Cancel a pending job or ask a running one to stop."""
     try:
-        await job_routes.cancel_job(job_id, who.account, request.app.state.db)
+        await job_routes.cancel(request.app.state.db, who.account.id, job_id)
     except ProblemError as exc:
         if isinstance(exc, NotFoundError):
             raise

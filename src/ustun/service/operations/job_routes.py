@@ -30,7 +30,7 @@ from ustun.service.plumbing.job_representation import (
     respond,
     validators,
 )
-from ustun.store import UnitOfWork
+from ustun.store import Database, UnitOfWork
 from ustun.webhooks.sending.outbox import emit
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -59,8 +59,8 @@ def _not_found(job_id: str) -> NotFoundError:
     return NotFoundError(f"No job {job_id!r} in this account.")
 
 
-async def _owned(db: DB, account: CurrentAccount, job_id: str) -> jobs.Job:
-    job = await jobs.get(db, job_id, account_id=account.id)
+async def _owned(db: Database, account_id: str, job_id: str) -> jobs.Job:
+    job = await jobs.get(db, job_id, account_id=account_id)
     if job is None:
         raise _not_found(job_id)
     return job
@@ -89,24 +89,35 @@ async def get_job(
     job_id: str, request: Request, pre: Conditions, account: CurrentAccount, db: DB
 ) -> Response:
     """One job; 304 when the poller's `If-None-Match` still matches (RFC 9110 §13.2.2)."""
-    job = await _owned(db, account, job_id)
+    job = await _owned(db, account.id, job_id)
     return conditional_get(request, pre, validators(job), render(job), headers=poll_headers(job))
 
 
 @router.post("/{job_id}/cancel", response_model=None)
 async def cancel_job(job_id: str, account: CurrentAccount, db: DB) -> Response:
     """Cancel a pending job, or ask a running one to stop; 409 once it has finished."""
-    job = await jobs.cancel(db, job_id, account_id=account.id)
+    return respond(await cancel(db, account.id, job_id))
+
+
+async def cancel(db: Database, account_id: str, job_id: str) -> jobs.Job:
+    """Cancel the account's job `job_id` (404 if it has none, 409 once it has finished)."""
+    job = await jobs.cancel(db, job_id, account_id=account_id)
     if job is None:
         raise _not_found(job_id)
-    return respond(job)
+    return job
 
 
 @router.get("/{job_id}/result", response_model=None)
 async def job_result(job_id: str, account: CurrentAccount, db: DB) -> Response:
     """The file a finished job produced, with its media type."""
-    job = await _owned(db, account, job_id)
-    stored = await jobs.result(db, job_id, account_id=account.id)
+    return await result_file(db, account.id, job_id)
+
+
+async def result_file(db: Database, account_id: str, job_id: str) -> Response:
+    """The file the account's finished job `job_id` produced (404 if none), with its media
+    type and validators."""
+    job = await _owned(db, account_id, job_id)
+    stored = await jobs.result(db, job_id, account_id=account_id)
     if stored is None:
         raise NotFoundError(f"Job {job_id!r} has no result (it is {job.status}).")
     return Response(
@@ -191,9 +202,16 @@ async def job_events(
     reconnecting (WHATWG HTML §9.2.3); an id past the job's current version counts as current.
     Past the account's or the server's cap on open streams: 429, before any database work.
     """
+    return await event_stream(request.app.state.job_watch, account.id, job_id, last_event_id)
+
+
+async def event_stream(
+    watch: Watch, account_id: str, job_id: str, last_event_id: str | None
+) -> Response:
+    """The SSE response of the account's job `job_id` after `last_event_id` (see
+    `job_events`)."""
     after = parse_last_event_id(last_event_id)
-    watch: Watch = request.app.state.job_watch
-    stream = watch.open(account.id, job_id, after)
+    stream = watch.open(account_id, job_id, after)
     try:
         if not await stream.opened():
             raise _not_found(job_id)
