@@ -22,13 +22,13 @@ import asyncpg
 
 from backlog import add_endpoints, insert_backlog, new_account
 from ustun import clock
+from ustun.defaults import DEFAULT_WEBHOOK_CLAIM_BATCH
 from ustun.store import Database
 from ustun.webhooks.adapters.postgres import CLAIM
-from ustun.webhooks.sending.dispatcher import DEFAULT_BATCH
 from ustun.webhooks.store import PACING_HORIZON
 from webhooks import drop_pg, pg_database
 
-BATCH = DEFAULT_BATCH
+BATCH = DEFAULT_WEBHOOK_CLAIM_BATCH
 SPARE = 5  # endpoint B's due deliveries
 IN_FLIGHT = 8  # A's cap, all of it in flight
 

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from ustun.defaults import DEFAULT_CONSUMER_PREFETCH
 from ustun.http.signature import ID_HEADER, Verifier, verifiers
 from ustun.webhooks.brokers.destinations import redact
 from ustun.webhooks.brokers.jetstream import MSG_ID_HEADER
@@ -49,7 +50,6 @@ CLOSE_WAIT = 5.0
 log = logging.getLogger("ustun.webhooks.receiving.consumers")
 
 Secrets = Verifier | str | Iterable[Verifier | str]
-DEFAULT_PREFETCH = 16
 FETCH_WAIT = 1.0
 # After a failed fetch, or before handing back a message the inbox could not take (database down).
 PAUSE = 0.5
@@ -151,7 +151,7 @@ async def consume_rabbitmq(
     *,
     secret: Secrets | None = None,
     tolerance: float = math.inf,
-    prefetch: int = DEFAULT_PREFETCH,
+    prefetch: int = DEFAULT_CONSUMER_PREFETCH,
 ) -> None:
     """Consume `queue` (declared and bound by the operator) until cancelled.
 
@@ -204,7 +204,7 @@ async def consume_nats(
     stream: str | None = None,
     secret: Secrets | None = None,
     tolerance: float = math.inf,
-    batch: int = DEFAULT_PREFETCH,
+    batch: int = DEFAULT_CONSUMER_PREFETCH,
 ) -> None:
     """Pull `subject` through the durable consumer `durable` (created if missing) of the stream
     that holds the subject (or `stream`) until cancelled; up to `batch` messages at once."""

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from importlib import import_module
 from typing import Any
 
+from ustun.defaults import DEFAULT_HANDLER_ATTEMPTS, DEFAULT_HANDLER_BACKOFF
 from ustun.http.backoff import NO_JITTER, backoff
 from ustun.webhooks.patterns import matches
 from ustun.webhooks.receiving.inbox import Inbox
@@ -24,15 +25,13 @@ from ustun.webhooks.receiving.inbox import Inbox
 log = logging.getLogger("ustun.webhooks.receiving.handlers")
 
 Handler = Callable[[dict[str, Any]], Awaitable[None]]
-DEFAULT_ATTEMPTS = 5
-DEFAULT_BACKOFF = 0.5
 
 
 class Handlers:
     """Handlers by event type (`payment.*` and `*` allowed), each run with retries and backoff."""
 
     def __init__(
-        self, *, attempts: int = DEFAULT_ATTEMPTS, backoff: float = DEFAULT_BACKOFF
+        self, *, attempts: int = DEFAULT_HANDLER_ATTEMPTS, backoff: float = DEFAULT_HANDLER_BACKOFF
     ) -> None:
         self.attempts = attempts
         self.backoff = backoff

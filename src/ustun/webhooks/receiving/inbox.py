@@ -14,12 +14,11 @@ from datetime import timedelta
 from typing import Protocol
 
 from ustun import clock
+from ustun.defaults import DEFAULT_INBOX_LEASE
 from ustun.store import Database
 from ustun.store.migrate import RequiredTables
 from ustun.webhooks.adapters import for_database
 from ustun.webhooks.tables import inbox
-
-DEFAULT_LEASE = 60.0
 
 
 class Inbox(Protocol):
@@ -52,7 +51,7 @@ class Inbox(Protocol):
 class MemoryInbox:
     """An inbox in this process's memory (for `ustun listen` and tests)."""
 
-    def __init__(self, lease: float = DEFAULT_LEASE) -> None:
+    def __init__(self, lease: float = DEFAULT_INBOX_LEASE) -> None:
         self.lease = lease
         self._claimed: dict[str, float] = {}
         self._done: set[str] = set()
@@ -85,7 +84,7 @@ class DatabaseInbox:
     """
 
     def __init__(
-        self, db: Database, lease: float = DEFAULT_LEASE, *, create_tables: bool | None = None
+        self, db: Database, lease: float = DEFAULT_INBOX_LEASE, *, create_tables: bool | None = None
     ) -> None:
         self.db = db
         self.lease = lease

@@ -27,11 +27,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from ustun.defaults import DEFAULT_SIGNATURE_TOLERANCE
+from ustun.defaults import (
+    DEFAULT_HANDLER_ATTEMPTS,
+    DEFAULT_HANDLER_BACKOFF,
+    DEFAULT_SIGNATURE_TOLERANCE,
+)
 from ustun.errors import SignatureError
 from ustun.http.signature import Verifier, verifiers
 from ustun.problems import problem_of, problem_response
-from ustun.webhooks.receiving.handlers import DEFAULT_ATTEMPTS, DEFAULT_BACKOFF, Handler, Handlers
+from ustun.webhooks.receiving.handlers import Handler, Handlers
 from ustun.webhooks.receiving.inbox import Inbox
 from ustun.webhooks.receiving.verify import verify_delivery
 
@@ -57,8 +61,8 @@ class WebhookReceiver:
         inbox: Inbox,
         handlers: Handlers | None = None,
         tolerance: float = DEFAULT_SIGNATURE_TOLERANCE,
-        attempts: int = DEFAULT_ATTEMPTS,
-        backoff: float = DEFAULT_BACKOFF,
+        attempts: int = DEFAULT_HANDLER_ATTEMPTS,
+        backoff: float = DEFAULT_HANDLER_BACKOFF,
         problem_base: str = "",
     ) -> None:
         self.secrets = verifiers(secret)

@@ -21,6 +21,7 @@ from typing import Any
 
 from ustun.client import AsyncClient, api_error
 from ustun.clock import rfc3339
+from ustun.defaults import DEFAULT_RECONCILE_INTERVAL, DEFAULT_RECONCILE_PAGE_SIZE
 from ustun.webhooks.receiving.cursors import CursorStore, cursors_beside
 from ustun.webhooks.receiving.handlers import Handlers
 from ustun.webhooks.receiving.inbox import Inbox
@@ -28,8 +29,6 @@ from ustun.webhooks.receiving.inbox import Inbox
 log = logging.getLogger("ustun.webhooks.receiving.reconciler")
 
 FEED = "/v1/events"
-DEFAULT_PAGE = 100
-DEFAULT_INTERVAL = 60.0
 # Members of a feed entry that a webhook body does not have.
 _FEED_ONLY = ("object",)
 
@@ -51,7 +50,7 @@ class Reconciler:
         *,
         source: str | None = None,
         since: datetime | None = None,
-        page_size: int = DEFAULT_PAGE,
+        page_size: int = DEFAULT_RECONCILE_PAGE_SIZE,
         cursors: CursorStore | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -82,7 +81,9 @@ class Reconciler:
                     return handled
                 params = {"after": page["next_cursor"], "limit": self.page_size}
 
-    async def run(self, stopping: asyncio.Event, *, interval: float = DEFAULT_INTERVAL) -> None:
+    async def run(
+        self, stopping: asyncio.Event, *, interval: float = DEFAULT_RECONCILE_INTERVAL
+    ) -> None:
         """Reconcile every `interval` seconds until `stopping` is set; a failed run is logged
         and tried again at the next tick."""
         while not stopping.is_set():

@@ -32,6 +32,11 @@ from datetime import datetime, timedelta
 import aiohttp
 
 from ustun import clock, ids, instrumentation
+from ustun.defaults import (
+    DEFAULT_DISPATCHER_MAX_IN_FLIGHT,
+    DEFAULT_WEBHOOK_CLAIM_BATCH,
+    DEFAULT_WEBHOOK_POLL_INTERVAL,
+)
 from ustun.http.retry_after import parse_retry_after
 from ustun.http.signature import headers as signed_headers
 from ustun.store import Database, UnitOfWork
@@ -48,12 +53,6 @@ from ustun.webhooks.store import Attempt, Claim, Settlement
 
 log = logging.getLogger("ustun.webhooks")
 
-DEFAULT_POLL_INTERVAL = 1.0
-# Half the largest window an endpoint may have (`max_in_flight` 256): the next claim is under
-# way while the first half is on the wire, where a claim of the whole window waited for all of
-# it to be answered (NATS relay 0.47x the bare publish loop at 256, 0.52x at 128).
-DEFAULT_BATCH = 128
-DEFAULT_MAX_IN_FLIGHT = 512
 DISABLE_AFTER = timedelta(days=5)
 WRITE_BATCH = 512
 # A flush waits up to WRITE_DELAY for more outcomes, but no longer than WRITE_QUIET after the
@@ -72,9 +71,9 @@ class DispatchConfig:
     lease: float
     # The service's public URL: a thin payload's `data.url` is the object's path under it.
     public_url: str
-    poll_interval: float = DEFAULT_POLL_INTERVAL
-    batch: int = DEFAULT_BATCH
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    poll_interval: float = DEFAULT_WEBHOOK_POLL_INTERVAL
+    batch: int = DEFAULT_WEBHOOK_CLAIM_BATCH
+    max_in_flight: int = DEFAULT_DISPATCHER_MAX_IN_FLIGHT
     disable_after: timedelta = DISABLE_AFTER
 
 
