@@ -7,20 +7,24 @@ import asyncio
 import pytest
 from sqlalchemy import select
 
-from support import new_account
+from support import new_account, sync_connection
 from ustun import clock
 from ustun.concurrency import (
     GuardRejected,
     Version,
     compare_and_delete,
     compare_and_set,
+    delete_plan,
     insert_if_absent,
     new_generation,
+    set_plan,
 )
+from ustun.concurrency.cas import AnyRow
 from ustun.errors import NotFoundError, PreconditionFailedError
 from ustun.http.preconditions import Preconditions
 from ustun.service.resources.schema import documents
 from ustun.store import Database
+from ustun.store.plans import Plan, run, run_sync
 
 
 def _pre(**headers: str) -> Preconditions:
@@ -137,3 +141,38 @@ async def test_concurrent_writers_with_one_tag_exactly_one_wins(db: Database) ->
     assert results.count(True) == 1
     async with db.read() as conn:
         assert await conn.scalar(select(documents.c.version).where(*key)) == 2
+
+
+async def test_the_same_compare_and_set_runs_on_a_synchronous_connection(
+    db: Database, database_url: str
+) -> None:
+    """The plan behind `compare_and_set` on a DB-API connection (sqlite3, psycopg): the same
+    row and version as on the async engine, and the same refusals."""
+    account = await new_account(db, "cas-sync")
+    tags = {doc: await _document(db, account, doc) for doc in ("on-async", "on-sync")}
+
+    def write(doc_id: str, version: Version) -> Plan[AnyRow]:
+        where = [documents.c.account_id == account, documents.c.id == doc_id]
+        return set_plan(
+            documents, where=where, pre=_pre(if_match=str(version.etag)), values={"body": "1"}
+        )
+
+    def remove(doc_id: str, version: Version) -> Plan[AnyRow]:
+        where = [documents.c.account_id == account, documents.c.id == doc_id]
+        return delete_plan(documents, where=where, pre=_pre(if_match=str(version.etag)))
+
+    async with db.unit_of_work() as uow:
+        on_async = await run(write("on-async", tags["on-async"]), uow.conn)
+    with sync_connection(database_url) as conn:
+        on_sync = run_sync(write("on-sync", tags["on-sync"]), conn)
+    assert (on_sync.body, on_sync.version) == (on_async.body, on_async.version) == ("1", 2)
+    with sync_connection(database_url) as conn:
+        with pytest.raises(PreconditionFailedError):
+            run_sync(write("on-sync", tags["on-sync"]), conn)
+        with pytest.raises(NotFoundError):
+            run_sync(remove("none", tags["on-sync"]), conn)
+        gone = run_sync(remove("on-sync", Version.of(on_sync)), conn)
+    assert gone.version == 2
+    async with db.read() as read:
+        left = await read.scalars(select(documents.c.id).where(documents.c.account_id == account))
+        assert set(left) == {"on-async"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 from sqlalchemy import (
     ColumnElement,
@@ -41,15 +41,16 @@ from ustun.http.preconditions import (
     evaluate,
 )
 from ustun.store import dialects
+from ustun.store.plans import Plan, rows, run
+from ustun.store.statements import FastRow
 
-if TYPE_CHECKING:
-    from ustun.store.statements import FastRow
-
+# A row as the async engine (SQLAlchemy's `Row`) or a DB-API connection (`FastRow`) gives it.
+AnyRow = Row[Any] | FastRow
 # HTTP-dates have one-second resolution (RFC 9110 §5.6.7).
 _ONE_SECOND = timedelta(seconds=1)
 
 
-def validators(row: Row[Any] | FastRow) -> Validators:
+def validators(row: AnyRow) -> Validators:
     """The ETag and Last-Modified of a versioned row."""
     return Validators(Version.of(row).etag, row._mapping.get("updated_at"))
 
@@ -83,17 +84,18 @@ def condition(table: Table, pre: Preconditions) -> ColumnElement[bool]:
     return and_(true(), *parts)
 
 
-async def _explain_miss(
-    conn: AsyncConnection,
+def _explain_miss(
     table: Table,
     where: Sequence[ColumnElement[bool]],
     method: str,
     pre: Preconditions,
     guarded: bool,
-) -> Exception:
-    current = (await conn.execute(select(table).where(*where))).first()
-    if current is None:
+) -> Plan[Exception]:
+    """Why a conditional write changed nothing: read the row again and say."""
+    found = yield rows(select(table).where(*where))
+    if not found:
         return NotFoundError("No such resource for this account.")
+    current = found[0]
     outcome = evaluate(method, pre, validators(current))
     if not isinstance(outcome, Proceed):
         return failed(pre, outcome.field)
@@ -102,6 +104,38 @@ async def _explain_miss(
     # It satisfies the preconditions now but did not when the statement ran (a concurrent
     # create or re-create): the client's view was stale all the same.
     return failed(pre, IF_MATCH)
+
+
+def set_plan(
+    table: Table,
+    *,
+    where: Sequence[ColumnElement[bool]],
+    pre: Preconditions,
+    values: Mapping[str, Any],
+    method: str = "PUT",
+    guard: ColumnElement[bool] | None = None,
+) -> Plan[AnyRow]:
+    """`compare_and_set` as a plan, to run on any connection (`ustun.store.plans`)."""
+    statement = (
+        update(table)
+        .where(*where, condition(table, pre), true() if guard is None else guard)
+        .values(**values, version=table.c.version + 1)
+        .returning(*table.c)
+    )
+    found = yield rows(statement)
+    if not found:
+        raise (yield from _explain_miss(table, where, method, pre, guard is not None))
+    return found[0]  # type: ignore[no-any-return]
+
+
+def delete_plan(
+    table: Table, *, where: Sequence[ColumnElement[bool]], pre: Preconditions
+) -> Plan[AnyRow]:
+    """`compare_and_delete` as a plan, to run on any connection (`ustun.store.plans`)."""
+    found = yield rows(delete(table).where(*where, condition(table, pre)).returning(*table.c))
+    if not found:
+        raise (yield from _explain_miss(table, where, "DELETE", pre, False))
+    return found[0]  # type: ignore[no-any-return]
 
 
 async def compare_and_set(
@@ -120,16 +154,8 @@ async def compare_and_set(
     `PreconditionFailedError` when the version does not satisfy `pre`, and `GuardRejected`
     when only `guard` is false.
     """
-    statement = (
-        update(table)
-        .where(*where, condition(table, pre), true() if guard is None else guard)
-        .values(**values, version=table.c.version + 1)
-        .returning(*table.c)
-    )
-    row = (await conn.execute(statement)).first()
-    if row is None:
-        raise await _explain_miss(conn, table, where, method, pre, guard is not None)
-    return row
+    plan = set_plan(table, where=where, pre=pre, values=values, method=method, guard=guard)
+    return cast("Row[Any]", await run(plan, conn))
 
 
 async def compare_and_delete(
@@ -140,11 +166,7 @@ async def compare_and_delete(
     pre: Preconditions,
 ) -> Row[Any]:
     """Delete the row at `where` iff it satisfies `pre`; return it as it was. Raises as above."""
-    statement = delete(table).where(*where, condition(table, pre)).returning(*table.c)
-    row = (await conn.execute(statement)).first()
-    if row is None:
-        raise await _explain_miss(conn, table, where, "DELETE", pre, False)
-    return row
+    return cast("Row[Any]", await run(delete_plan(table, where=where, pre=pre), conn))
 
 
 async def insert_if_absent(
