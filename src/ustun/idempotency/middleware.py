@@ -25,7 +25,6 @@ The `type` of its problems is `<problem_base>/problems/<slug>`: relative by defa
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -61,7 +60,7 @@ from ustun.idempotency.decision import (
 )
 from ustun.idempotency.policy import Policy, route_policy
 from ustun.idempotency.records import Claimed, StoredResponse
-from ustun.idempotency.sealing import Sealer, context, forbids_storing
+from ustun.idempotency.sealing import Sealer, kept, opened
 from ustun.idempotency.store import RecordStore, TransactionalRecordStore
 from ustun.store import UnitOfWork
 
@@ -465,22 +464,9 @@ class IdempotencyMiddleware:
         return None
 
     def _stored(self, capture: _Capture, req: Request) -> StoredResponse:
-        """What to keep of the captured response: a `no-store` body only sealed, if at all."""
+        """What to keep of the captured response (see `sealing.kept`)."""
         stored = capture.stored(self.replay_headers)
-        if stored.body is None or not forbids_storing(stored.headers):
-            return stored
-        if self.sealer is None:
-            return dataclasses.replace(stored, body=None)
-        sealed = self.sealer.seal_bytes(stored.body, context=context(req.scope, req.key))
-        return dataclasses.replace(stored, body=sealed)
-
-    def _opened(self, response: StoredResponse, req: Request) -> bytes | None:
-        """The body to replay (unsealed), or None when it was not kept."""
-        if response.body is None or not forbids_storing(response.headers):
-            return response.body
-        if self.sealer is None:
-            return None
-        return self.sealer.open_bytes(response.body, context=context(req.scope, req.key))
+        return kept(stored, self.sealer, scope=req.scope, key=req.key)
 
     async def _answer(
         self, decision: Replay | Refuse, req: Request, scope: Scope, send: Send
@@ -488,7 +474,7 @@ class IdempotencyMiddleware:
         """Replay the stored answer (its body unsealed), or refuse."""
         if isinstance(decision, Replay):
             response = decision.response
-            body = self._opened(response, req)
+            body = opened(response, self.sealer, scope=req.scope, key=req.key)
             if body is not None:
                 _count("replayed")
                 await _replay(response, body, send)
