@@ -117,18 +117,13 @@ class WebhookStore(ReceivingStore, Protocol):
 
     # The outbox.
 
-    async def insert_event(
+    async def emit(
         self, uow: UnitOfWork, event: Mapping[str, Any], endpoint_id: str | None
     ) -> list[str]:
-        """Insert the event row; return the endpoints that get a delivery of it.
-
-        Those are the account's enabled endpoints whose filter selects the event's type, or
-        only `endpoint_id` when given (and enabled).
-        """
-        ...
-
-    async def queue(self, uow: UnitOfWork, deliveries: Sequence[Mapping[str, Any]]) -> None:
-        """Insert new deliveries (their queued columns)."""
+        """Insert the event row (`adapters.plans.emit`) and a pending delivery of it to each
+        endpoint that gets it: the account's enabled endpoints whose filter selects its type, or
+        only `endpoint_id` when given (and enabled); wake other processes' dispatchers once
+        `uow` commits. The deliveries' ids."""
         ...
 
     async def notify(self, uow: UnitOfWork) -> None:

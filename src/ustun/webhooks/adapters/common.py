@@ -13,14 +13,11 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Row,
-    String,
-    bindparam,
     case,
     delete,
     func,
     insert,
     select,
-    text,
     tuple_,
     update,
 )
@@ -28,8 +25,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.concurrency import GuardRejected, Preconditions, compare_and_delete, compare_and_set
 from ustun.store import Database, UnitOfWork, dialects
-from ustun.store.statements import Statement
+from ustun.store.plans import run
 from ustun.store.tables import accounts
+from ustun.webhooks.adapters import plans
 from ustun.webhooks.states import Status
 from ustun.webhooks.tables import (
     attempts,
@@ -40,65 +38,19 @@ from ustun.webhooks.tables import (
     reconcile_cursors,
 )
 
-# The event row and, in the same statement, the ids of the endpoints that get a delivery: the
-# account's enabled ones whose filter (`webhooks.patterns.matches`: `*`, an exact type or
-# `prefix.*`) selects the type, or only `:endpoint_id` when given. Space-separated, NULL if none.
-# Each adapter fills in its dialect's aggregate and JSON array reader.
-INSERT_EVENT = """INSERT INTO webhook_events (id, account_id, type, data, object_url, created_at)
-VALUES (:id, :account_id, :type, :data, :object_url, :created_at)
-RETURNING (SELECT {agg} FROM webhook_endpoints AS ep
-  WHERE ep.account_id = :account_id AND ep.enabled
-    AND (ep.id = :endpoint_id OR (:endpoint_id IS NULL AND EXISTS ({patterns}
-      WHERE {p} = '*' OR {p} = :type
-        OR (substr({p}, length({p}) - 1) = '.*'
-            AND substr(:type, 1, length({p}) - 1) = substr({p}, 1, length({p}) - 1))))))
-  AS targets"""
-
-
-def emit_statement(sql: str) -> Statement:
-    """`INSERT_EVENT` filled in for one dialect, as a prepared statement."""
-    return Statement(
-        text(sql)
-        .bindparams(bindparam("created_at", type_=events.c.created_at.type))
-        .columns(targets=String)
-    )
-
-
-# The columns of a delivery that `emit` queues; the others start NULL.
-_QUEUED = (
-    "id",
-    "account_id",
-    "endpoint_id",
-    "event_id",
-    "status",
-    "attempt_count",
-    "next_attempt_at",
-    "created_at",
-    "updated_at",
-)
-_DELIVERIES = Statement(
-    insert(deliveries).values(
-        {c.name: bindparam(c.name, type_=c.type) for c in deliveries.c if c.name in _QUEUED}
-    )
-)
-
 
 class SqlStore:
-    """The dialect-neutral part of a `WebhookStore`; subclasses add `insert_event`, `notify`,
-    `claim` and `settle`."""
+    """The dialect-neutral part of a `WebhookStore`; subclasses add `notify`, `claim` and
+    `settle`."""
 
-    _emit: Statement
+    # Whether `emit` NOTIFYs other processes' dispatchers (PostgreSQL).
+    _notifies: bool
 
-    async def insert_event(
+    async def emit(
         self, uow: UnitOfWork, event: Mapping[str, Any], endpoint_id: str | None
     ) -> list[str]:
-        """Insert the event row; return the endpoints that get a delivery of it."""
-        [row] = await self._emit.rows(uow.conn, {**event, "endpoint_id": endpoint_id})
-        return [] if row.targets is None else row.targets.split(" ")
-
-    async def queue(self, uow: UnitOfWork, deliveries: Sequence[Mapping[str, Any]]) -> None:
-        """Insert new deliveries in one driver call."""
-        await _DELIVERIES.many(uow.conn, deliveries)
+        """The event row and its deliveries, through the plan any connection runs."""
+        return await run(plans.emit(event, endpoint_id, notify=self._notifies), uow.conn)
 
     async def endpoint_rows(self, db: Database, endpoint_ids: Collection[str]) -> list[Row[Any]]:
         """The rows of those endpoints that still exist."""

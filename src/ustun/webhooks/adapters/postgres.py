@@ -18,9 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.store import Database, UnitOfWork
 from ustun.store.listen import Listener
-from ustun.store.statements import Statement
 from ustun.store.uow import asyncpg_connection
-from ustun.webhooks.adapters.common import INSERT_EVENT, SqlStore, emit_statement
+from ustun.webhooks.adapters.common import SqlStore
+from ustun.webhooks.adapters.plans import NOTIFY
 from ustun.webhooks.sending.wakeup import CHANNEL
 from ustun.webhooks.store import PACING_HORIZON, Attempt, Claim, Settlement
 
@@ -71,7 +71,6 @@ SELECT * FROM unnest(
 WHERE EXISTS (SELECT FROM webhook_deliveries x WHERE x.id = a.delivery_id OFFSET 0)
 """  # noqa: S608 - constants only; every value is a bound parameter
 
-_NOTIFY = Statement(text("SELECT pg_notify(:channel, '')"))
 # Every transaction older than the oldest one running on the server has finished.
 _OLDEST_RUNNING = text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
 _MAX_BIGINT = 2**63 - 1
@@ -80,17 +79,11 @@ _MAX_BIGINT = 2**63 - 1
 class PostgresStore(SqlStore):
     """`WebhookStore` on PostgreSQL (asyncpg)."""
 
-    _emit = emit_statement(
-        INSERT_EVENT.format(
-            agg="string_agg(ep.id, ' ')",
-            patterns="SELECT FROM json_array_elements_text(ep.events::json) AS p(pattern)",
-            p="p.pattern",
-        ).replace(":endpoint_id", "CAST(:endpoint_id AS VARCHAR)")
-    )
+    _notifies = True
 
     async def notify(self, uow: UnitOfWork) -> None:
         """NOTIFY every listening dispatcher; PostgreSQL delivers it only if `uow` commits."""
-        await _NOTIFY.count(uow.conn, {"channel": CHANNEL})
+        await NOTIFY.count(uow.conn, {"channel": CHANNEL})
 
     def listener(self, db: Database, notified: Callable[[], None]) -> Listener:
         """A LISTEN on the webhooks channel, reconnecting after a lost connection."""

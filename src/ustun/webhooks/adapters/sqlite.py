@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.store import Database, UnitOfWork
-from ustun.webhooks.adapters.common import INSERT_EVENT, SqlStore, emit_statement
+from ustun.webhooks.adapters.common import SqlStore
 from ustun.webhooks.store import PACING_HORIZON, Attempt, Claim, Settlement, cap
 from ustun.webhooks.tables import (
     DUE_PREDICATE,
@@ -183,13 +183,7 @@ def _pace(
 class SqliteStore(SqlStore):
     """`WebhookStore` on SQLite (aiosqlite)."""
 
-    _emit = emit_statement(
-        INSERT_EVENT.format(
-            agg="group_concat(ep.id, ' ')",
-            patterns="SELECT 1 FROM json_each(ep.events) AS p",
-            p="p.value",
-        )
-    )
+    _notifies = False
 
     async def notify(self, uow: UnitOfWork) -> None:
         """Nothing: SQLite has no other process to notify (the in-process doorbell does it)."""

@@ -16,7 +16,6 @@ from ustun.store import UnitOfWork
 from ustun.webhooks.adapters import for_connection
 from ustun.webhooks.sending import message
 from ustun.webhooks.sending.wakeup import doorbell
-from ustun.webhooks.states import Status
 
 PING = "ping"
 ENDPOINT_DISABLED = "endpoint.disabled"
@@ -39,41 +38,17 @@ async def emit(
 
     `endpoint_id` sends it to that one endpoint regardless of its filter (the `ping` test).
     """
-    store = for_connection(uow.conn)
-    now = clock.now()
     event_id = ids.new_id("evt")
-    targets = await store.insert_event(
-        uow,
-        {
-            "id": event_id,
-            "account_id": account_id,
-            "type": event_type,
-            "data": message.stored_data(data),
-            "object_url": object_url,
-            "created_at": now,
-        },
-        endpoint_id,
-    )
-    if not targets:
-        return event_id
-    await store.queue(
-        uow,
-        [
-            {
-                "id": ids.new_id("dlv"),
-                "account_id": account_id,
-                "endpoint_id": target,
-                "event_id": event_id,
-                "status": Status.PENDING,
-                "attempt_count": 0,
-                "next_attempt_at": now,
-                "created_at": now,
-                "updated_at": now,
-            }
-            for target in targets
-        ],
-    )
-    await wake(uow)
+    event = {
+        "id": event_id,
+        "account_id": account_id,
+        "type": event_type,
+        "data": message.stored_data(data),
+        "object_url": object_url,
+        "created_at": clock.now(),
+    }
+    if await for_connection(uow.conn).emit(uow, event, endpoint_id):
+        uow.after_commit(_ring)
     return event_id
 
 
