@@ -217,6 +217,16 @@ def test_an_allowed_annotation_is_one(module: str, imported: str) -> None:
     )
 
 
+@pytest.mark.parametrize(("importer", "imported"), sorted(ACROSS))
+def test_an_allowed_crossing_is_used(importer: str, imported: str) -> None:
+    assert any(
+        _group(target) == imported
+        for name in MODULES
+        if _within(name, importer)
+        for target in _dependencies(name)
+    ), f"no module of {importer} imports {imported} now: strike it from ACROSS"
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_dependencies_point_down(name: str) -> None:
     group = _group(name)
