@@ -7,9 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
-
-from sqlalchemy import Row
+from typing import Literal
 
 from ustun import clock, ids
 from ustun.defaults import DEFAULT_ENDPOINT_MAX_IN_FLIGHT
@@ -18,6 +16,7 @@ from ustun.store import UnitOfWork
 from ustun.webhooks import signing
 from ustun.webhooks.adapters import for_connection
 from ustun.webhooks.brokers.destinations import Destination, redact
+from ustun.webhooks.records import Endpoint
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.sending.outbox import ENDPOINT_DISABLED, emit
 from ustun.webhooks.store import cap
@@ -70,7 +69,7 @@ class Target:
         return version == self.version and (self.signing_until is None or now < self.signing_until)
 
 
-def signing_secrets(box: SecretBox, row: Row[Any], now: datetime) -> tuple[Signer, ...]:
+def signing_secrets(box: SecretBox, row: Endpoint, now: datetime) -> tuple[Signer, ...]:
     """The current key (secret or ed25519), plus the previous one while its 24 h overlap lasts."""
     found = [signer(box.open(row.secret, context=row.id))]
     expires = row.previous_secret_expires_at
@@ -79,14 +78,16 @@ def signing_secrets(box: SecretBox, row: Row[Any], now: datetime) -> tuple[Signe
     return tuple(found)
 
 
-def destination(box: SecretBox, row: Row[Any]) -> Destination | None:
+def destination(box: SecretBox, row: Endpoint) -> Destination | None:
     """A broker endpoint's destination, its URL decrypted; None for an HTTP endpoint."""
     if row.kind == HTTP:
         return None
+    if row.broker_url is None or row.destination is None:
+        raise ValueError(f"broker endpoint {row.id} lacks its URL or destination")
     return Destination(row.kind, box.open(row.broker_url, context=row.id), row.destination)
 
 
-def target(box: SecretBox, row: Row[Any], now: datetime) -> Target:
+def target(box: SecretBox, row: Endpoint, now: datetime) -> Target:
     """An endpoint row, decrypted for sending."""
     signing = signing_secrets(box, row, now)
     return Target(
@@ -163,7 +164,7 @@ async def create(
     return endpoint_id, secret
 
 
-async def rotate(uow: UnitOfWork, box: SecretBox, row: Row[Any]) -> Signer:
+async def rotate(uow: UnitOfWork, box: SecretBox, row: Endpoint) -> Signer:
     """Give the endpoint a new key of its scheme; the old one keeps signing for
     `ROTATION_OVERLAP`."""
     secret = signing.new_key(row.signature)
@@ -189,7 +190,7 @@ async def disable(uow: UnitOfWork, endpoint_id: str, reason: str) -> bool:
     return True
 
 
-async def log_disabled(uow: UnitOfWork, row: Row[Any]) -> None:
+async def log_disabled(uow: UnitOfWork, row: Endpoint) -> None:
     """Log `endpoint.disabled` for an endpoint row this unit of work has just disabled."""
     data = {
         "id": row.id,

@@ -25,15 +25,13 @@ account's last event there, and nothing that commits later falls behind it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.webhooks.adapters import for_connection
+from ustun.webhooks.records import Event
 
 CURSOR_PREFIX = "evc_"
 # A cursor is the prefix, then either an event id (what pages hand out) or, in a cursor made
@@ -91,7 +89,7 @@ async def locate(conn: AsyncConnection, account_id: str, cursor: str) -> Positio
 class Page:
     """Events in feed order, and the position to read on from (never behind `after`)."""
 
-    rows: Sequence[Row[Any]]
+    rows: list[Event]
     next: Position
 
 

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 from yarl import URL
 
@@ -27,10 +26,12 @@ from ustun.webhooks.adapters import for_connection, for_database
 from ustun.webhooks.addresses import resolution_refusal, url_refusal
 from ustun.webhooks.brokers import destinations
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
+from ustun.webhooks.records import Delivery, Endpoint, Event
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.sending import quotas
 from ustun.webhooks.sending.outbox import PING, emit, wake
 from ustun.webhooks.states import Change, Status, sources, transition
+from ustun.webhooks.store import Attempt
 
 DISABLED_BY_REQUEST = "disabled by request"
 # What `recover` sends again: the statuses a resend may leave that did not end in success.
@@ -96,21 +97,21 @@ def _destination_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-async def _endpoint(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Row[Any]:
+async def _endpoint(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Endpoint:
     row = await for_connection(conn).endpoint(conn, account_id, endpoint_id)
     if row is None:
         raise ProblemError("not-found", f"No webhook endpoint {endpoint_id}.")
     return row
 
 
-async def _enabled_endpoint(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Row[Any]:
+async def _enabled_endpoint(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Endpoint:
     row = await _endpoint(conn, account_id, endpoint_id)
     if not row.enabled:
         raise ProblemError("state-conflict", f"Webhook endpoint {endpoint_id} is disabled.")
     return row
 
 
-async def read_endpoint(db: Database, account_id: str, endpoint_id: str) -> Row[Any]:
+async def read_endpoint(db: Database, account_id: str, endpoint_id: str) -> Endpoint:
     """One endpoint of the account; 404 when it has none by that id."""
     async with db.read() as conn:
         return await _endpoint(conn, account_id, endpoint_id)
@@ -118,7 +119,7 @@ async def read_endpoint(db: Database, account_id: str, endpoint_id: str) -> Row[
 
 async def endpoint_head(
     db: Database, account_id: str, endpoint_id: str
-) -> tuple[Row[Any], Row[Any] | None]:
+) -> tuple[Endpoint, Delivery | None]:
     """The endpoint and its oldest undelivered delivery in commit order (what a FIFO endpoint
     sends next, or waits on), as of one moment; 404 when the account has no such endpoint."""
     async with db.read(snapshot=True) as conn:
@@ -134,7 +135,7 @@ async def create_endpoint(
     *,
     max_endpoints: int,
     allow_private: bool,
-) -> tuple[Row[Any], Signer]:
+) -> tuple[Endpoint, Signer]:
     """Subscribe a URL or a broker destination (`fields` as the API's body: a broker's
     `exchange` or `subject`, the rest as `endpoints.create` takes them); the row and its secret."""
     values = _destination_fields(fields)
@@ -184,7 +185,7 @@ async def update_endpoint(
     pre: Preconditions,
     *,
     allow_private: bool,
-) -> Row[Any]:
+) -> Endpoint:
     """Change the fields in `change` if `pre` holds; `enabled: False` disables (and logs it).
 
     The change is one UPDATE of the columns it names, applied to the row as it is then: a
@@ -223,7 +224,7 @@ async def delete_endpoint(
 
 async def rotate_secret(
     db: Database, box: SecretBox, account_id: str, endpoint_id: str
-) -> tuple[Row[Any], Signer]:
+) -> tuple[Endpoint, Signer]:
     """A new key of the endpoint's scheme; the old one keeps signing for 24 hours. The row and
     the new key."""
     async with db.unit_of_work() as uow:
@@ -234,9 +235,7 @@ async def rotate_secret(
     return row, secret
 
 
-async def send_test(
-    db: Database, account_id: str, endpoint_id: str, *, per_minute: int
-) -> Row[Any]:
+async def send_test(db: Database, account_id: str, endpoint_id: str, *, per_minute: int) -> Event:
     """Send a `ping` to this endpoint alone, at most `per_minute` a minute; the event row."""
     async with db.unit_of_work() as uow:
         await _enabled_endpoint(uow.conn, account_id, endpoint_id)
@@ -260,7 +259,7 @@ async def recover(db: Database, account_id: str, endpoint_id: str, since: dateti
     return recovered
 
 
-async def _delivery(conn: AsyncConnection, account_id: str, delivery_id: str) -> Row[Any]:
+async def _delivery(conn: AsyncConnection, account_id: str, delivery_id: str) -> Delivery:
     row = await for_connection(conn).delivery(conn, account_id, delivery_id)
     if row is None:
         raise ProblemError("not-found", f"No delivery {delivery_id}.")
@@ -269,14 +268,14 @@ async def _delivery(conn: AsyncConnection, account_id: str, delivery_id: str) ->
 
 async def read_delivery(
     db: Database, account_id: str, delivery_id: str
-) -> tuple[Row[Any], list[Row[Any]]]:
+) -> tuple[Delivery, list[Attempt]]:
     """One delivery of the account and its attempts, oldest first, as of one moment."""
     async with db.read(snapshot=True) as conn:
         row = await _delivery(conn, account_id, delivery_id)
         return row, await for_database(db).attempts(conn, delivery_id)
 
 
-async def retry_delivery(db: Database, account_id: str, delivery_id: str) -> Row[Any]:
+async def retry_delivery(db: Database, account_id: str, delivery_id: str) -> Delivery:
     """Send it again now, whatever its status (a new attempt; the count keeps growing)."""
     store = for_database(db)
     async with db.unit_of_work() as uow:

@@ -19,12 +19,12 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
-from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.http.preconditions import Preconditions
 from ustun.store import Database, UnitOfWork
 from ustun.store.listen import Listener
+from ustun.webhooks.records import Delivery, Endpoint, Event, Page, Sealed
 from ustun.webhooks.states import Status
 from ustun.webhooks.tables import FIFO
 
@@ -113,7 +113,14 @@ class ReceivingStore(Protocol):
 
 
 class WebhookStore(ReceivingStore, Protocol):
-    """Every read and write of the webhooks pillar; writes run in the caller's unit of work."""
+    """Every read and write of the webhooks pillar, one instance per dialect.
+
+    A method runs on what it takes: a `UnitOfWork`, in the caller's transaction (it commits
+    with the caller's writes); a connection (`db.read()`'s, or a unit of work's to see its
+    writes), for reads; the `Database`, when it runs in a transaction of its own (the claim) or
+    opens a connection of its own (the listener). It returns the pillar's records
+    (`webhooks.records`, and the tuples below), never a SQLAlchemy row.
+    """
 
     # The outbox.
 
@@ -165,7 +172,9 @@ class WebhookStore(ReceivingStore, Protocol):
         """
         ...
 
-    async def endpoint_rows(self, db: Database, endpoint_ids: Collection[str]) -> list[Row[Any]]:
+    async def endpoint_rows(
+        self, conn: AsyncConnection, endpoint_ids: Collection[str]
+    ) -> list[Endpoint]:
         """The rows of those endpoints that still exist."""
         ...
 
@@ -202,7 +211,7 @@ class WebhookStore(ReceivingStore, Protocol):
 
     async def endpoint(
         self, conn: AsyncConnection, account_id: str, endpoint_id: str
-    ) -> Row[Any] | None:
+    ) -> Endpoint | None:
         """The account's endpoint by id, if it has one."""
         ...
 
@@ -220,7 +229,7 @@ class WebhookStore(ReceivingStore, Protocol):
         *,
         enabled: bool | None,
         reason: str,
-    ) -> tuple[Row[Any], bool]:
+    ) -> tuple[Endpoint, bool]:
         """Apply `values` (and `enabled`) by compare-and-set; the new row, and whether this
         change is what disabled it (for `reason`). Re-enabling clears the failing streak."""
         ...
@@ -262,7 +271,7 @@ class WebhookStore(ReceivingStore, Protocol):
         limit: int,
         event_type: str | None,
         since: datetime | None,
-    ) -> Sequence[Row[Any]]:
+    ) -> list[Event]:
         """The account's events in `(after, upto]`, in feed order, at most `limit`."""
         ...
 
@@ -285,7 +294,7 @@ class WebhookStore(ReceivingStore, Protocol):
 
     async def disable_endpoint(
         self, uow: UnitOfWork, endpoint_id: str, reason: str, now: datetime
-    ) -> Row[Any] | None:
+    ) -> Endpoint | None:
         """Disable the endpoint if it is enabled; the new row, or None if it already was not."""
         ...
 
@@ -307,22 +316,22 @@ class WebhookStore(ReceivingStore, Protocol):
 
     # Events and deliveries.
 
-    async def event(self, conn: AsyncConnection, event_id: str) -> Row[Any]:
+    async def event(self, conn: AsyncConnection, event_id: str) -> Event:
         """One event row (it exists)."""
         ...
 
     async def delivery(
         self, conn: AsyncConnection, account_id: str, delivery_id: str
-    ) -> Row[Any] | None:
+    ) -> Delivery | None:
         """The account's delivery by id, if it has one."""
         ...
 
-    async def fifo_head(self, conn: AsyncConnection, endpoint_id: str) -> Row[Any] | None:
+    async def fifo_head(self, conn: AsyncConnection, endpoint_id: str) -> Delivery | None:
         """The endpoint's oldest undelivered delivery in its events' commit order, if any: what
         a FIFO endpoint sends next (or waits on, while it waits for a retry)."""
         ...
 
-    async def attempts(self, conn: AsyncConnection, delivery_id: str) -> list[Row[Any]]:
+    async def attempts(self, conn: AsyncConnection, delivery_id: str) -> list[Attempt]:
         """A delivery's attempts, oldest first."""
         ...
 
@@ -346,4 +355,69 @@ class WebhookStore(ReceivingStore, Protocol):
     ) -> int:
         """Make due now, as pending, the endpoint's deliveries in `statuses` created since
         `since`; how many."""
+        ...
+
+    # Pages and counts, for the API and the dashboard.
+
+    async def endpoints_page(
+        self, conn: AsyncConnection, account_id: str, *, limit: int, cursor: str | None
+    ) -> Page[Endpoint]:
+        """The account's endpoints, newest first, after `cursor` (an id)."""
+        ...
+
+    async def events_page(
+        self,
+        conn: AsyncConnection,
+        account_id: str,
+        *,
+        limit: int,
+        cursor: str | None,
+        event_type: str | None,
+    ) -> Page[Event]:
+        """The account's events, newest first, after `cursor`, of one type if given."""
+        ...
+
+    async def deliveries_page(
+        self,
+        conn: AsyncConnection,
+        account_id: str,
+        *,
+        limit: int,
+        cursor: str | None,
+        endpoint_id: str | None,
+        event_id: str | None,
+        status: Status | None,
+    ) -> Page[Delivery]:
+        """The account's deliveries, newest first, after `cursor`, filtered by what is given."""
+        ...
+
+    async def account_event(
+        self, conn: AsyncConnection, account_id: str, event_id: str
+    ) -> Event | None:
+        """The account's event by id, if it has one."""
+        ...
+
+    async def events_by_type(self, conn: AsyncConnection, account_id: str) -> dict[str, int]:
+        """How many events the account has of each type."""
+        ...
+
+    async def deliveries_by_status(self, conn: AsyncConnection, account_id: str) -> dict[str, int]:
+        """How many deliveries the account has in each status."""
+        ...
+
+    async def due_deliveries(
+        self, conn: AsyncConnection, account_id: str | None, now: datetime
+    ) -> tuple[int, datetime | None]:
+        """How many deliveries (of the account, or of all) are due by `now`, and the oldest's
+        due time."""
+        ...
+
+    # The secret key's rotation.
+
+    async def sealed(self, conn: AsyncConnection, *, lock: bool) -> list[Sealed]:
+        """Every endpoint's sealed values; with `lock`, locked until the transaction ends."""
+        ...
+
+    async def reseal(self, uow: UnitOfWork, sealed: Sealed) -> None:
+        """Store the endpoint's values sealed anew."""
         ...

@@ -15,7 +15,6 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
 from pydantic import ValidationError
 
-from ustun.concurrency import validators
 from ustun.defaults import DEFAULT_ENDPOINT_MAX_IN_FLIGHT, DEFAULT_PAGE_SIZE
 from ustun.errors import PreconditionFailedError, ProblemError
 from ustun.http.dates import parse_rfc3339
@@ -216,7 +215,7 @@ async def _endpoint_page(
         nav="endpoints",
         endpoint=webhook_endpoints.render(row),
         head=webhook_endpoints.render_head(row, head)["delivery"],
-        etag=str(validators(row).etag),
+        etag=str(webhook_endpoints.validators(row).etag),
         deliveries=recent,
         secret=secret,
         error=error,

@@ -8,34 +8,15 @@ ageing only while no worker takes it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import Column, ColumnElement, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock, jobs
 from ustun.jobs.adapters import store_for
 from ustun.service.plumbing.metrics import CountProbe, QueueProbe, QueueStat
 from ustun.store import Database
-from ustun.webhooks.states import DUE
-from ustun.webhooks.tables import deliveries
-
-
-async def due_stat(
-    conn: AsyncConnection,
-    queue: str,
-    due_at: Column[Any],
-    where: Sequence[ColumnElement[bool]],
-    now: datetime | None = None,
-) -> QueueStat:
-    """Depth and oldest-due age of the rows matching `where` whose `due_at` has passed."""
-    now = now or clock.now()
-    depth, oldest = (
-        await conn.execute(select(func.count(), func.min(due_at)).where(*where, due_at <= now))
-    ).one()
-    return _stat(queue, depth, oldest, now)
+from ustun.webhooks.adapters import for_connection
 
 
 def _stat(queue: str, depth: int, oldest: datetime | None, now: datetime) -> QueueStat:
@@ -43,22 +24,13 @@ def _stat(queue: str, depth: int, oldest: datetime | None, now: datetime) -> Que
     return QueueStat(queue, depth, age)
 
 
-def _deliveries_due(account_id: str | None) -> list[ColumnElement[bool]]:
-    where: list[ColumnElement[bool]] = [deliveries.c.status.in_([s.value for s in DUE])]
-    if account_id is not None:
-        where.append(deliveries.c.account_id == account_id)
-    return where
-
-
 async def webhook_deliveries(
     conn: AsyncConnection, account_id: str | None = None
 ) -> list[QueueStat]:
     """The webhook delivery queue, of one account or of all."""
-    return [
-        await due_stat(
-            conn, "webhook_deliveries", deliveries.c.next_attempt_at, _deliveries_due(account_id)
-        )
-    ]
+    now = clock.now()
+    depth, oldest = await for_connection(conn).due_deliveries(conn, account_id, now)
+    return [_stat("webhook_deliveries", depth, oldest, now)]
 
 
 async def job_queue(db: Database, account_id: str | None = None) -> list[QueueStat]:

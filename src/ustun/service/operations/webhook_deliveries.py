@@ -5,22 +5,22 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from sqlalchemy import Row
 
 from ustun.clock import rfc3339, rfc3339_or_none
 from ustun.defaults import DEFAULT_PAGE_SIZE
 from ustun.service.plumbing.deps import DB, CurrentAccount, Cursor, Limit
-from ustun.service.plumbing.pagination import page
 from ustun.store import Database
 from ustun.webhooks import operations
+from ustun.webhooks.adapters import for_database
+from ustun.webhooks.records import Delivery
 from ustun.webhooks.states import Status
-from ustun.webhooks.tables import deliveries
+from ustun.webhooks.store import Attempt
 
 router = APIRouter(prefix="/v1/deliveries", tags=["webhooks"])
 Id = Annotated[str | None, Query(max_length=64, pattern=r"^[A-Za-z0-9_]+$")]
 
 
-def render(row: Row[Any]) -> dict[str, Any]:
+def render(row: Delivery) -> dict[str, Any]:
     """A delivery; `next_attempt_at` is null once it succeeded or died."""
     return {
         "id": row.id,
@@ -35,7 +35,7 @@ def render(row: Row[Any]) -> dict[str, Any]:
     }
 
 
-def render_attempt(row: Row[Any]) -> dict[str, Any]:
+def render_attempt(row: Attempt) -> dict[str, Any]:
     """One attempt: when, the status code (or the error), latency, the response's first 4 KiB."""
     return {
         "attempted_at": rfc3339(row.attempted_at),
@@ -58,16 +58,17 @@ async def deliveries_page(
 ) -> dict[str, Any]:
     """A page of the account's deliveries, newest first, filtered by endpoint, event or status
     (the API's list and the dashboard's)."""
-    d = deliveries
-    where = [d.c.account_id == account_id]
-    if endpoint_id is not None:
-        where.append(d.c.endpoint_id == endpoint_id)
-    if event_id is not None:
-        where.append(d.c.event_id == event_id)
-    if status is not None:
-        where.append(d.c.status == status.value)
     async with db.read() as conn:
-        return await page(conn, d, where=where, limit=limit, cursor=cursor, render=render)
+        found = await for_database(db).deliveries_page(
+            conn,
+            account_id,
+            limit=limit,
+            cursor=cursor,
+            endpoint_id=endpoint_id,
+            event_id=event_id,
+            status=status,
+        )
+    return {"data": [render(row) for row in found.items], "next_cursor": found.next_cursor}
 
 
 async def delivery_with_attempts(db: Database, account_id: str, delivery_id: str) -> dict[str, Any]:

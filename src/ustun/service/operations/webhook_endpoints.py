@@ -7,21 +7,21 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
-from sqlalchemy import Row
 
 from ustun.clock import rfc3339
-from ustun.concurrency import Version, validators
+from ustun.concurrency import Version
 from ustun.defaults import DEFAULT_ENDPOINT_MAX_IN_FLIGHT, DEFAULT_PAGE_SIZE
 from ustun.errors import ProblemError
+from ustun.http.preconditions import Validators
 from ustun.service.operations.webhook_deliveries import render as render_delivery
 from ustun.service.operations.webhook_events import render_event
 from ustun.service.plumbing.bodies import INTEGRAL_FLOAT, EventPattern, Moment
 from ustun.service.plumbing.conditional import Conditions, conditional_get
 from ustun.service.plumbing.deps import DB, AppSettings, Box, CurrentAccount, Cursor, Limit
-from ustun.service.plumbing.pagination import page
 from ustun.service.plumbing.text import Text
 from ustun.store import Database
 from ustun.webhooks import operations, signing
+from ustun.webhooks.adapters import for_database
 from ustun.webhooks.endpoints import (
     MAX_RATE_LIMIT,
     MIN_RATE_LIMIT,
@@ -29,7 +29,7 @@ from ustun.webhooks.endpoints import (
     Ordering,
 )
 from ustun.webhooks.patterns import is_pattern
-from ustun.webhooks.tables import endpoints
+from ustun.webhooks.records import Delivery, Endpoint
 
 router = APIRouter(prefix="/v1/webhook-endpoints", tags=["webhooks"])
 PATH = "/v1/webhook-endpoints"
@@ -151,7 +151,7 @@ class RecoverIn(BaseModel):
     since: Moment
 
 
-def render(row: Row[Any]) -> dict[str, Any]:
+def render(row: Endpoint) -> dict[str, Any]:
     """The public shape of an endpoint (never its secret, nor a broker URL's credentials)."""
     return {
         "id": row.id,
@@ -177,8 +177,13 @@ def render(row: Row[Any]) -> dict[str, Any]:
     }
 
 
-def _respond(response: Response, row: Row[Any]) -> dict[str, Any]:
-    response.headers["etag"] = str(Version.of(row).etag)
+def validators(row: Endpoint) -> Validators:
+    """The endpoint's `ETag` (its version) and `Last-Modified` (its last change)."""
+    return Validators(Version(row.version).etag, row.updated_at)
+
+
+def _respond(response: Response, row: Endpoint) -> dict[str, Any]:
+    response.headers["etag"] = str(Version(row.version).etag)
     return render(row)
 
 
@@ -219,14 +224,8 @@ async def endpoints_page(
 ) -> dict[str, Any]:
     """A page of the account's endpoints, newest first (the API's list and the dashboard's)."""
     async with db.read() as conn:
-        return await page(
-            conn,
-            endpoints,
-            where=[endpoints.c.account_id == account_id],
-            limit=limit,
-            cursor=cursor,
-            render=render,
-        )
+        found = await for_database(db).endpoints_page(conn, account_id, limit=limit, cursor=cursor)
+    return {"data": [render(row) for row in found.items], "next_cursor": found.next_cursor}
 
 
 @router.get("/{endpoint_id}", response_model=None)
@@ -293,7 +292,7 @@ async def endpoint_head(endpoint_id: str, account: CurrentAccount, db: DB) -> di
     return render_head(row, head)
 
 
-def render_head(row: Row[Any], head: Row[Any] | None) -> dict[str, Any]:
+def render_head(row: Endpoint, head: Delivery | None) -> dict[str, Any]:
     """The answer of `GET …/head`, also shown on the dashboard's endpoint page."""
     return {
         "object": "endpoint_head",

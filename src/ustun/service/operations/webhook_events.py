@@ -7,7 +7,6 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.clock import rfc3339
@@ -15,11 +14,11 @@ from ustun.defaults import DEFAULT_PAGE_SIZE
 from ustun.errors import ProblemError
 from ustun.service.plumbing.bodies import Moment
 from ustun.service.plumbing.deps import DB, CurrentAccount, Cursor, Limit
-from ustun.service.plumbing.pagination import page
 from ustun.store import Database
 from ustun.webhooks import feed
+from ustun.webhooks.adapters import for_database
+from ustun.webhooks.records import Event
 from ustun.webhooks.sending.message import API_VERSION
-from ustun.webhooks.tables import events
 
 router = APIRouter(tags=["webhooks"])
 
@@ -39,7 +38,7 @@ Since = Annotated[
 ]
 
 
-def render_event(row: Row[Any]) -> dict[str, Any]:
+def render_event(row: Event) -> dict[str, Any]:
     """An event as the log shows it (the same fields a receiver gets, plus `object`)."""
     return {
         "id": row.id,
@@ -82,13 +81,11 @@ async def events_page(
 ) -> dict[str, Any]:
     """A page of the account's events, newest first, optionally of one type (the API's list
     and the dashboard's)."""
-    where = [events.c.account_id == account_id]
-    if type is not None:
-        where.append(events.c.type == type)
     async with db.read() as conn:
-        return await page(
-            conn, events, where=where, limit=limit, cursor=cursor, render=render_event
+        found = await for_database(db).events_page(
+            conn, account_id, limit=limit, cursor=cursor, event_type=type
         )
+    return {"data": [render_event(row) for row in found.items], "next_cursor": found.next_cursor}
 
 
 async def _position(conn: AsyncConnection, account_id: str, after: str | None) -> feed.Position:
@@ -107,11 +104,7 @@ async def _position(conn: AsyncConnection, account_id: str, after: str | None) -
 async def read_event(db: Database, account_id: str, event_id: str) -> dict[str, Any]:
     """One event of the account, else 404 (the API's and the dashboard's)."""
     async with db.read() as conn:
-        row = (
-            await conn.execute(
-                select(events).where(events.c.id == event_id, events.c.account_id == account_id)
-            )
-        ).first()
+        row = await for_database(db).account_event(conn, account_id, event_id)
     if row is None:
         raise ProblemError("not-found", f"No event {event_id}.")
     return render_event(row)

@@ -24,14 +24,12 @@ from ustun.idempotency.records import StoredResponse
 from ustun.idempotency.sealing import NO_STORE, context, forbids_storing
 from ustun.idempotency.tables import idempotency_records
 from ustun.settings import Settings, reveal
-from ustun.store import Database
+from ustun.store import Database, UnitOfWork
+from ustun.webhooks.adapters import for_database
+from ustun.webhooks.records import Sealed
 from ustun.webhooks.secretbox import SecretBox, derive_key, key_file, master_key
-from ustun.webhooks.tables import endpoints
 
 FINGERPRINT_KEY_INFO = b"ustun idempotency fingerprints v1"
-
-# An endpoint's sealed columns (bound to its id).
-_SEALED = (endpoints.c.id, endpoints.c.secret, endpoints.c.previous_secret, endpoints.c.broker_url)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +78,7 @@ def key_mismatch(settings: Settings) -> SecretKeyError:
 async def check(db: Database, box: SecretBox, settings: Settings) -> None:
     """Raise `key_mismatch` unless `box` opens every stored endpoint secret."""
     async with db.read() as conn:
-        rows = (await conn.execute(select(*_SEALED))).all()
+        rows = await for_database(db).sealed(conn, lock=False)
     try:
         for row in rows:
             for sealed in filter(None, (row.secret, row.previous_secret, row.broker_url)):
@@ -97,27 +95,22 @@ async def reseal(db: Database, box: SecretBox, settings: Settings) -> Resealed:
     try:
         async with db.unit_of_work() as uow:
             return Resealed(
-                await _reseal_endpoints(uow.conn, box), await _reseal_responses(uow.conn, box)
+                await _reseal_endpoints(db, uow, box), await _reseal_responses(uow.conn, box)
             )
     except SecretKeyError:
         raise key_mismatch(settings) from None
 
 
-async def _reseal_endpoints(conn: AsyncConnection, box: SecretBox) -> int:
+async def _reseal_endpoints(db: Database, uow: UnitOfWork, box: SecretBox) -> int:
     def again(sealed: str, endpoint_id: str) -> str:
         return box.seal(box.open(sealed, context=endpoint_id), context=endpoint_id)
 
-    rows = (await conn.execute(select(*_SEALED).with_for_update())).all()
+    store = for_database(db)
+    rows = await store.sealed(uow.conn, lock=True)
     for row in rows:
         previous = row.previous_secret and again(row.previous_secret, row.id)
         broker_url = row.broker_url and again(row.broker_url, row.id)
-        await conn.execute(
-            update(endpoints)
-            .where(endpoints.c.id == row.id)
-            .values(
-                secret=again(row.secret, row.id), previous_secret=previous, broker_url=broker_url
-            )
-        )
+        await store.reseal(uow, Sealed(row.id, again(row.secret, row.id), previous, broker_url))
     return len(rows)
 
 

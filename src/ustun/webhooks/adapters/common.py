@@ -6,13 +6,14 @@ claim, settling outcomes, NOTIFY). The claim's shape is shared too, as constants
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
     Row,
+    Table,
     case,
     delete,
     func,
@@ -24,11 +25,13 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun.concurrency import GuardRejected, Preconditions, compare_and_delete, compare_and_set
-from ustun.store import Database, UnitOfWork, dialects
+from ustun.store import UnitOfWork, dialects
 from ustun.store.plans import run
 from ustun.store.tables import accounts
 from ustun.webhooks.adapters import plans
-from ustun.webhooks.states import Status
+from ustun.webhooks.records import Delivery, Endpoint, Event, Page, Sealed
+from ustun.webhooks.states import DUE, Status
+from ustun.webhooks.store import Attempt
 from ustun.webhooks.tables import (
     attempts,
     deliveries,
@@ -52,11 +55,12 @@ class SqlStore:
         """The event row and its deliveries, through the plan any connection runs."""
         return await run(plans.emit(event, endpoint_id, notify=self._notifies), uow.conn)
 
-    async def endpoint_rows(self, db: Database, endpoint_ids: Collection[str]) -> list[Row[Any]]:
-        """The rows of those endpoints that still exist."""
-        async with db.read() as conn:
-            rows = await conn.execute(select(endpoints).where(endpoints.c.id.in_(endpoint_ids)))
-            return list(rows)
+    async def endpoint_rows(
+        self, conn: AsyncConnection, endpoint_ids: Collection[str]
+    ) -> list[Endpoint]:
+        """Those endpoints that still exist."""
+        rows = await conn.execute(select(endpoints).where(endpoints.c.id.in_(endpoint_ids)))
+        return [Endpoint._make(row) for row in rows]
 
     async def clear_failing(self, uow: UnitOfWork, endpoint_ids: Collection[str]) -> None:
         """End the failing streak of those endpoints."""
@@ -92,9 +96,10 @@ class SqlStore:
 
     async def endpoint(
         self, conn: AsyncConnection, account_id: str, endpoint_id: str
-    ) -> Row[Any] | None:
+    ) -> Endpoint | None:
         """The account's endpoint by id, if it has one."""
-        return (await conn.execute(select(endpoints).where(*_key(account_id, endpoint_id)))).first()
+        found = await conn.execute(select(endpoints).where(*_key(account_id, endpoint_id)))
+        return _maybe(Endpoint._make, found.first())
 
     async def insert_endpoint(self, uow: UnitOfWork, values: Mapping[str, Any]) -> None:
         """Insert a new endpoint row."""
@@ -110,7 +115,7 @@ class SqlStore:
         *,
         enabled: bool | None,
         reason: str,
-    ) -> tuple[Row[Any], bool]:
+    ) -> tuple[Endpoint, bool]:
         """A PATCH as one compare-and-set; says whether this change disabled the endpoint."""
         c = endpoints.c
         key = _key(account_id, endpoint_id)
@@ -133,11 +138,11 @@ class SqlStore:
             except GuardRejected:
                 pass  # Already disabled: the rest of the change still applies, below.
             else:
-                return row, True
+                return Endpoint._make(row), True
         row = await compare_and_set(
             uow.conn, endpoints, where=key, pre=pre, values=values, method="PATCH"
         )
-        return row, False
+        return Endpoint._make(row), False
 
     async def delete_endpoint(
         self, uow: UnitOfWork, account_id: str, endpoint_id: str, pre: Preconditions
@@ -178,21 +183,20 @@ class SqlStore:
 
     async def disable_endpoint(
         self, uow: UnitOfWork, endpoint_id: str, reason: str, now: datetime
-    ) -> Row[Any] | None:
+    ) -> Endpoint | None:
         """Disable the endpoint if it is enabled; the new row, or None if it already was not."""
-        return (
-            await uow.conn.execute(
-                update(endpoints)
-                .where(endpoints.c.id == endpoint_id, endpoints.c.enabled.is_(True))
-                .values(
-                    enabled=False,
-                    disabled_reason=reason,
-                    version=endpoints.c.version + 1,
-                    updated_at=now,
-                )
-                .returning(*endpoints.c)
+        found = await uow.conn.execute(
+            update(endpoints)
+            .where(endpoints.c.id == endpoint_id, endpoints.c.enabled.is_(True))
+            .values(
+                enabled=False,
+                disabled_reason=reason,
+                version=endpoints.c.version + 1,
+                updated_at=now,
             )
-        ).first()
+            .returning(*endpoints.c)
+        )
+        return _maybe(Endpoint._make, found.first())
 
     async def lock_account(self, uow: UnitOfWork, account_id: str) -> None:
         """Serialise this account's quota checks until commit.
@@ -236,7 +240,7 @@ class SqlStore:
         limit: int,
         event_type: str | None,
         since: datetime | None,
-    ) -> Sequence[Row[Any]]:
+    ) -> list[Event]:
         """The account's events in `(after, upto]`, in feed order, at most `limit`."""
         txid: ColumnElement[int] = events.c.txid
         seq: ColumnElement[int] = events.c.seq
@@ -253,7 +257,7 @@ class SqlStore:
         if event_type is not None:
             where.append(events.c.type == event_type)
         query = select(events).where(*where).order_by(txid, seq).limit(limit)
-        return (await conn.execute(query)).all()
+        return [Event._make(row) for row in await conn.execute(query)]
 
     async def feed_position(
         self, conn: AsyncConnection, account_id: str, event_id: str
@@ -290,21 +294,23 @@ class SqlStore:
         row = found.first()
         return None if row is None else (row.id, row.txid, row.seq)
 
-    async def event(self, conn: AsyncConnection, event_id: str) -> Row[Any]:
-        """One event row (it exists)."""
-        return (await conn.execute(select(events).where(events.c.id == event_id))).one()
+    async def event(self, conn: AsyncConnection, event_id: str) -> Event:
+        """One event (it exists)."""
+        return Event._make(
+            (await conn.execute(select(events).where(events.c.id == event_id))).one()
+        )
 
     async def delivery(
         self, conn: AsyncConnection, account_id: str, delivery_id: str
-    ) -> Row[Any] | None:
+    ) -> Delivery | None:
         """The account's delivery by id, if it has one."""
         d = deliveries
         found = await conn.execute(
             select(d).where(d.c.id == delivery_id, d.c.account_id == account_id)
         )
-        return found.first()
+        return _maybe(Delivery._make, found.first())
 
-    async def fifo_head(self, conn: AsyncConnection, endpoint_id: str) -> Row[Any] | None:
+    async def fifo_head(self, conn: AsyncConnection, endpoint_id: str) -> Delivery | None:
         """The endpoint's oldest undelivered delivery in its events' commit order, if any."""
         d = deliveries
         found = await conn.execute(
@@ -314,16 +320,16 @@ class SqlStore:
             .order_by(events.c.txid, events.c.seq)
             .limit(1)
         )
-        return found.first()
+        return _maybe(Delivery._make, found.first())
 
-    async def attempts(self, conn: AsyncConnection, delivery_id: str) -> list[Row[Any]]:
+    async def attempts(self, conn: AsyncConnection, delivery_id: str) -> list[Attempt]:
         """A delivery's attempts, oldest first."""
         tried = await conn.execute(
             select(attempts)
             .where(attempts.c.delivery_id == delivery_id)
             .order_by(attempts.c.attempted_at, attempts.c.id)
         )
-        return list(tried)
+        return [Attempt._make(row) for row in tried]
 
     async def endpoint_enabled(self, conn: AsyncConnection, endpoint_id: str) -> bool:
         """Whether the endpoint exists and is enabled."""
@@ -433,6 +439,134 @@ class SqlStore:
                 set_={"cursor": cursor, "updated_at": now},
             )
         )
+
+    async def endpoints_page(
+        self, conn: AsyncConnection, account_id: str, *, limit: int, cursor: str | None
+    ) -> Page[Endpoint]:
+        """The account's endpoints, newest first, after `cursor` (an id)."""
+        where = [endpoints.c.account_id == account_id]
+        return await _page(conn, endpoints, Endpoint._make, where, limit, cursor)
+
+    async def events_page(
+        self,
+        conn: AsyncConnection,
+        account_id: str,
+        *,
+        limit: int,
+        cursor: str | None,
+        event_type: str | None,
+    ) -> Page[Event]:
+        """The account's events, newest first, after `cursor`, of one type if given."""
+        where = [events.c.account_id == account_id]
+        if event_type is not None:
+            where.append(events.c.type == event_type)
+        return await _page(conn, events, Event._make, where, limit, cursor)
+
+    async def deliveries_page(
+        self,
+        conn: AsyncConnection,
+        account_id: str,
+        *,
+        limit: int,
+        cursor: str | None,
+        endpoint_id: str | None,
+        event_id: str | None,
+        status: Status | None,
+    ) -> Page[Delivery]:
+        """The account's deliveries, newest first, after `cursor`, filtered by what is given."""
+        d = deliveries
+        where = [d.c.account_id == account_id]
+        if endpoint_id is not None:
+            where.append(d.c.endpoint_id == endpoint_id)
+        if event_id is not None:
+            where.append(d.c.event_id == event_id)
+        if status is not None:
+            where.append(d.c.status == status.value)
+        return await _page(conn, d, Delivery._make, where, limit, cursor)
+
+    async def account_event(
+        self, conn: AsyncConnection, account_id: str, event_id: str
+    ) -> Event | None:
+        """The account's event by id, if it has one."""
+        found = await conn.execute(
+            select(events).where(events.c.id == event_id, events.c.account_id == account_id)
+        )
+        return _maybe(Event._make, found.first())
+
+    async def events_by_type(self, conn: AsyncConnection, account_id: str) -> dict[str, int]:
+        """How many events the account has of each type."""
+        return await _count_by(conn, events.c.type, events.c.account_id == account_id)
+
+    async def deliveries_by_status(self, conn: AsyncConnection, account_id: str) -> dict[str, int]:
+        """How many deliveries the account has in each status."""
+        return await _count_by(conn, deliveries.c.status, deliveries.c.account_id == account_id)
+
+    async def due_deliveries(
+        self, conn: AsyncConnection, account_id: str | None, now: datetime
+    ) -> tuple[int, datetime | None]:
+        """How many deliveries are due by `now`, and the oldest's due time."""
+        d = deliveries
+        where = [d.c.status.in_([s.value for s in DUE]), d.c.next_attempt_at <= now]
+        if account_id is not None:
+            where.append(d.c.account_id == account_id)
+        depth, oldest = (
+            await conn.execute(select(func.count(), func.min(d.c.next_attempt_at)).where(*where))
+        ).one()
+        return depth, oldest
+
+    async def sealed(self, conn: AsyncConnection, *, lock: bool) -> list[Sealed]:
+        """Every endpoint's sealed values; with `lock`, locked until the transaction ends."""
+        e = endpoints.c
+        query = select(e.id, e.secret, e.previous_secret, e.broker_url)
+        if lock:
+            query = query.with_for_update()
+        return [Sealed._make(row) for row in await conn.execute(query)]
+
+    async def reseal(self, uow: UnitOfWork, sealed: Sealed) -> None:
+        """Store the endpoint's values sealed anew."""
+        await uow.conn.execute(
+            update(endpoints)
+            .where(endpoints.c.id == sealed.id)
+            .values(
+                secret=sealed.secret,
+                previous_secret=sealed.previous_secret,
+                broker_url=sealed.broker_url,
+            )
+        )
+
+
+R = TypeVar("R")
+
+
+def _maybe(record: Callable[[Iterable[Any]], R], row: Row[Any] | None) -> R | None:
+    return None if row is None else record(row)
+
+
+async def _page(
+    conn: AsyncConnection,
+    table: Table,
+    record: Callable[[Iterable[Any]], R],
+    where: list[ColumnElement[bool]],
+    limit: int,
+    cursor: str | None,
+) -> Page[R]:
+    """Newest first by id (ids are time-ordered, so `id < cursor` pages stably while rows
+    arrive); one row more than `limit` tells whether another page follows."""
+    if cursor is not None:
+        where = [*where, table.c.id < cursor]
+    query = select(table).where(*where).order_by(table.c.id.desc()).limit(limit + 1)
+    rows = (await conn.execute(query)).all()
+    more = len(rows) > limit
+    found = [record(row) for row in rows[:limit]]
+    return Page(found, rows[limit - 1].id if more else None)
+
+
+async def _count_by(
+    conn: AsyncConnection, column: ColumnElement[str], where: ColumnElement[bool]
+) -> dict[str, int]:
+    query = select(column, func.count()).where(where).group_by(column).order_by(column)
+    rows = await conn.execute(query)
+    return {row[0]: row[1] for row in rows}
 
 
 def _key(account_id: str, endpoint_id: str) -> list[Any]:

@@ -238,7 +238,9 @@ class Dispatcher:
         if stale:
             for endpoint_id in stale:
                 self._endpoints.pop(endpoint_id, None)  # gone, unless the read finds it
-            for row in await self.store.endpoint_rows(self.db, stale):
+            async with self.db.read() as conn:
+                found = await self.store.endpoint_rows(conn, stale)
+            for row in found:
                 self._endpoints[row.id] = endpoint_ops.target(self.box, row, now)
         return self._endpoints
 

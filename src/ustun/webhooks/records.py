@@ -1,0 +1,88 @@
+"""The webhooks pillar's records: what its store returns, one field per column of its table.
+
+Tuples rather than dataclasses, as the dispatcher and the pages build many of them; the adapters
+make them from rows read by `select(table)`, whose columns come in the table's order (a test
+holds the fields to the tables).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Generic, NamedTuple, TypeVar
+
+T = TypeVar("T")
+
+
+class Endpoint(NamedTuple):
+    """A webhook endpoint; `secret`, `previous_secret` and `broker_url` are sealed."""
+
+    id: str
+    account_id: str
+    kind: str
+    url: str
+    destination: str | None
+    broker_url: str | None
+    description: str
+    events: str
+    payload: str
+    enabled: bool
+    disabled_reason: str | None
+    rate_limit: float | None
+    max_in_flight: int
+    ordering: str
+    next_send_at: datetime | None
+    signature: str
+    public_key: str | None
+    secret: str
+    previous_secret: str | None
+    previous_secret_expires_at: datetime | None
+    failing_since: datetime | None
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class Event(NamedTuple):
+    """An event of the log; `data` as stored (JSON text), `(txid, seq)` its feed position."""
+
+    id: str
+    account_id: str
+    type: str
+    data: str
+    object_url: str | None
+    created_at: datetime
+    txid: int
+    seq: int
+
+
+class Delivery(NamedTuple):
+    """One event's delivery to one endpoint; `next_attempt_at` None once final."""
+
+    id: str
+    account_id: str
+    endpoint_id: str
+    event_id: str
+    status: str
+    attempt_count: int
+    next_attempt_at: datetime | None
+    lease_token: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class Sealed(NamedTuple):
+    """An endpoint's sealed values (each sealed with the endpoint's id as its context)."""
+
+    id: str
+    secret: str
+    previous_secret: str | None
+    broker_url: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a list, newest first; `next_cursor` the last id on it when more follow."""
+
+    items: list[T]
+    next_cursor: str | None
