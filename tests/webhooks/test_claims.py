@@ -18,7 +18,7 @@ from ustun.webhooks.adapters import for_database
 from ustun.webhooks.sending.outbox import emit
 from ustun.webhooks.store import Attempt, Claim, Settlement
 from ustun.webhooks.tables import attempts, deliveries, endpoints
-from webhook_support import MakeEndpoint
+from webhook_support import MakeEndpoint, until
 
 URL = "http://127.0.0.1:9/hook"
 LEASE = timedelta(seconds=60)
@@ -120,12 +120,25 @@ async def test_a_rate_limited_endpoint_gets_its_slots_within_the_horizon_spaced_
     assert await _claim(db, account_id, "lease_c")
 
 
+async def _head(
+    db: Database, account_id: str, token: str, *, later: timedelta = timedelta(0)
+) -> Claim:
+    """A FIFO endpoint's head, claimed once every transaction older than its event's has ended
+    (PostgreSQL: the cluster's oldest open transaction, which another test may be holding)."""
+
+    async def claimed() -> list[Claim]:
+        return await _claim(db, account_id, token, later=later)
+
+    (head,) = await until(claimed, what="the FIFO head to be offered")
+    return head
+
+
 async def test_a_fifo_endpoint_offers_only_its_head_and_a_waiting_retry_blocks_the_rest(
     db: Database, account_id: str, make_endpoint: MakeEndpoint
 ) -> None:
     await make_endpoint(URL, ordering="fifo", max_in_flight=8)
     events = await _queue(db, account_id, 3)
-    (head,) = await _claim(db, account_id, "lease_a")
+    head = await _head(db, account_id, "lease_a")
     assert head.event_id == events[0]
     assert await _claim(db, account_id, "lease_b") == []
     async with db.unit_of_work() as uow:
@@ -137,13 +150,13 @@ async def test_a_fifo_endpoint_offers_only_its_head_and_a_waiting_retry_blocks_t
             token="lease_a",
         )
     assert await _claim(db, account_id, "lease_b") == []
-    (again,) = await _claim(db, account_id, "lease_b", later=timedelta(seconds=31))
+    again = await _head(db, account_id, "lease_b", later=timedelta(seconds=31))
     assert again.id == head.id
     async with db.unit_of_work() as uow:
         await for_database(db).settle(
             uow, [Settlement(head.id, "dead", 2, None)], [], now=clock.now(), token="lease_b"
         )
-    (second,) = await _claim(db, account_id, "lease_c", later=timedelta(seconds=31))
+    second = await _head(db, account_id, "lease_c", later=timedelta(seconds=31))
     assert second.event_id == events[1]
 
 
