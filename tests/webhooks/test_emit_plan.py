@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+import psycopg
+import pytest
+from sqlalchemy import make_url, select
 
 from support import sync_connection
 from ustun import clock, ids
 from ustun.store import Database
 from ustun.store.plans import run, run_sync
 from ustun.webhooks.adapters import plans
+from ustun.webhooks.sending.wakeup import CHANNEL
 from ustun.webhooks.tables import deliveries, events
 from webhook_support import MakeEndpoint
 
@@ -85,3 +88,19 @@ async def test_an_event_for_one_endpoint_or_none_on_either_kind_of_connection(
     event, sent = await _written(db, unmatched["id"])
     assert event["type"] == "document.created"
     assert sent == []
+
+
+async def test_the_plan_wakes_dispatchers_listening_on_postgresql_once_it_commits(
+    db: Database, database_url: str, account_id: str, make_endpoint: MakeEndpoint
+) -> None:
+    if db.dialect != "postgresql":
+        pytest.skip("NOTIFY is PostgreSQL's (SQLite's dispatchers poll, or hear the doorbell)")
+    await make_endpoint("http://127.0.0.1:9/hook", ("*",))
+    dsn = make_url(database_url).set(drivername="postgresql").render_as_string(False)
+    with psycopg.connect(dsn, autocommit=True) as listening:
+        listening.execute(f"LISTEN {CHANNEL}")
+        with sync_connection(database_url) as conn:
+            run_sync(plans.emit(_event(account_id), None, notify=True), conn)
+            assert list(listening.notifies(timeout=0.2, stop_after=1)) == []
+        heard = list(listening.notifies(timeout=10, stop_after=1))
+    assert [n.channel for n in heard] == [CHANNEL]
