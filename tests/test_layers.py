@@ -7,7 +7,7 @@ Each rule is parametrized by module, so that a failure names the module:
 - what every layer imports (`errors`, `defaults`) and what `pip install ustun` ships (`http`,
   `client`: httpx only) import no more than `ONLY` says, third-party packages included;
 - a pillar's tables are imported only inside the pillar (the service and the dashboard read
-  through its port), but by the modules of `STILL_IMPORTING_TABLES`, a set that only shrinks;
+  through its port);
 - drivers and dialect checks only in `STORAGE`; the jobs pillar's loops hold no SQL;
 - no import circle when the modules load.
 
@@ -87,20 +87,6 @@ ONLY: dict[str, tuple[str, ...]] = {
         "ustun.client",
         "httpx",
     ),
-}
-
-# The service modules that still read a pillar's tables instead of its port. It only shrinks:
-# the test fails when a module outside this set imports a pillar's table, and when a module
-# in it no longer does (strike it then).
-STILL_IMPORTING_TABLES = {
-    "ustun.service.dashboard.overview",
-    "ustun.service.operations.queues",
-    "ustun.service.operations.webhook_deliveries",
-    "ustun.service.operations.webhook_endpoints",
-    "ustun.service.operations.webhook_events",
-    # Re-seals every endpoint's secrets and every `no-store` stored body under a new key: it
-    # needs a reseal method on the webhooks and on the idempotency port.
-    "ustun.service.runtime.secret_keys",
 }
 
 DRIVERS = ("asyncpg", "aiosqlite", "sqlite3", "psycopg", "sqlalchemy.dialects", "redis")
@@ -202,7 +188,6 @@ def test_the_table_names_only_modules_that_exist() -> None:
         *FLOOR,
         *STORAGE,
         *NO_SQL,
-        *STILL_IMPORTING_TABLES,
         *(importer for importer, _ in ACROSS | ANNOTATIONS),
         *(imported for _, imported in ACROSS | ANNOTATIONS),
     }
@@ -255,10 +240,7 @@ TABLES = {f"{pillar}.tables": pillar for pillar in PILLARS if f"{pillar}.tables"
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_no_pillar_table_is_imported_outside_its_pillar(name: str) -> None:
     tables = sorted(t for t in _dependencies(name) if t in TABLES and not _within(name, TABLES[t]))
-    if name in STILL_IMPORTING_TABLES:
-        assert tables, f"{name} imports no pillar's table now: strike it from the set"
-    else:
-        assert tables == [], f"{name} imports {tables}: read the rows through the port"
+    assert tables == [], f"{name} imports {tables}: read the rows through the port"
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if not n.startswith(STORAGE)))

@@ -139,3 +139,12 @@ Claim = Claimed | Found | OverQuota
 def new_lease_token() -> str:
     """A fencing token: unguessable and unique per claim."""
     return secrets.token_hex(16)
+
+
+@dataclass(frozen=True, slots=True)
+class SealedAnswer:
+    """A stored answer kept sealed (it was marked `no-store`): its key and its sealed body."""
+
+    scope: str
+    key: str
+    body: bytes

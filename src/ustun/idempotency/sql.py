@@ -50,11 +50,13 @@ from ustun.idempotency.records import (
     Lookup,
     OverQuota,
     Record,
+    SealedAnswer,
     State,
     StoredResponse,
     new_lease_token,
     transition,
 )
+from ustun.idempotency.sealing import NO_STORE, forbids_storing
 from ustun.idempotency.tables import idempotency_records as records
 from ustun.idempotency.tables import idempotency_usage as usage
 from ustun.store import Database
@@ -474,6 +476,31 @@ class SqlRecordStore:
         """Delete the claim if it is still ours."""
         async with self.db.unit_of_work() as uow:
             await run(release_key(scope, key, lease_token), uow.conn)
+
+    async def sealed_answers(self, uow: UnitOfWork) -> list[SealedAnswer]:
+        """The stored answers kept sealed (`no-store`), locked in `uow` until it ends."""
+        candidates = (
+            await uow.conn.execute(
+                select(records.c.scope, records.c.key, records.c.headers, records.c.body)
+                .where(
+                    records.c.body.is_not(None), func.lower(records.c.headers).contains(NO_STORE)
+                )
+                .with_for_update()
+            )
+        ).all()
+        return [
+            SealedAnswer(row.scope, row.key, row.body)
+            for row in candidates
+            if forbids_storing(StoredResponse.headers_from_json(row.headers))
+        ]
+
+    async def reseal_answer(self, uow: UnitOfWork, answer: SealedAnswer) -> None:
+        """Write `answer`'s body (sealed anew) over the stored one, in `uow`."""
+        await uow.conn.execute(
+            update(records)
+            .where(records.c.scope == answer.scope, records.c.key == answer.key)
+            .values(body=answer.body)
+        )
 
     async def purge_expired(self) -> int:
         """Delete the records expired by now (they already count as absent); return how many.

@@ -14,15 +14,11 @@ the record expires.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from sqlalchemy import func, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from dataclasses import dataclass, replace
 
 from ustun.errors import SecretKeyError
-from ustun.idempotency.records import StoredResponse
-from ustun.idempotency.sealing import NO_STORE, context, forbids_storing
-from ustun.idempotency.tables import idempotency_records
+from ustun.idempotency.sealing import context
+from ustun.idempotency.sql import SqlRecordStore
 from ustun.settings import Settings, reveal
 from ustun.store import Database, UnitOfWork
 from ustun.webhooks.adapters import for_database
@@ -95,7 +91,8 @@ async def reseal(db: Database, box: SecretBox, settings: Settings) -> Resealed:
     try:
         async with db.unit_of_work() as uow:
             return Resealed(
-                await _reseal_endpoints(db, uow, box), await _reseal_responses(uow.conn, box)
+                await _reseal_endpoints(db, uow, box),
+                await _reseal_responses(uow, box, SqlRecordStore(db, create_tables=False)),
             )
     except SecretKeyError:
         raise key_mismatch(settings) from None
@@ -114,24 +111,11 @@ async def _reseal_endpoints(db: Database, uow: UnitOfWork, box: SecretBox) -> in
     return len(rows)
 
 
-async def _reseal_responses(conn: AsyncConnection, box: SecretBox) -> int:
+async def _reseal_responses(uow: UnitOfWork, box: SecretBox, answers: SqlRecordStore) -> int:
     """The stored bodies of `no-store` responses: the only ones kept sealed."""
-    records = idempotency_records.c
-    candidates = (
-        await conn.execute(
-            select(records.scope, records.key, records.headers, records.body)
-            .where(records.body.is_not(None), func.lower(records.headers).contains(NO_STORE))
-            .with_for_update()
-        )
-    ).all()
-    sealed = [
-        row for row in candidates if forbids_storing(StoredResponse.headers_from_json(row.headers))
-    ]
-    for row in sealed:
-        where = context(row.scope, row.key)
-        await conn.execute(
-            update(idempotency_records)
-            .where(records.scope == row.scope, records.key == row.key)
-            .values(body=box.seal_bytes(box.open_bytes(row.body, context=where), context=where))
-        )
+    sealed = await answers.sealed_answers(uow)
+    for answer in sealed:
+        where = context(answer.scope, answer.key)
+        body = box.seal_bytes(box.open_bytes(answer.body, context=where), context=where)
+        await answers.reseal_answer(uow, replace(answer, body=body))
     return len(sealed)
