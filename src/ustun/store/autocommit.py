@@ -17,6 +17,13 @@ from contextlib import asynccontextmanager
 import aiosqlite
 import asyncpg
 
+# SQLSTATEs of an error after which the server closes the connection (Appendix A): a
+# connection exception, an operator intervention (shutdown, crash, restart).
+_ENDS_CONNECTION = ("08", "57P")
+# A graceful close waits this long for the server's goodbye, then drops the socket: a server
+# that went away mid-close must not hold up a shutdown.
+_CLOSE_TIMEOUT = 5.0
+
 
 class AutocommitPool:
     """At most `size` asyncpg connections to `dsn`, each lent to one statement at a time.
@@ -38,19 +45,22 @@ class AutocommitPool:
         """An idle connection that is still open (a new one if none is), returned when the
         block ends.
 
-        An error the server answered leaves the connection ready for the next statement (one
-        it answered by closing the connection leaves it closed, and it is let go); any other
-        exception (a cancellation mid-statement) may leave it in an unknown protocol state,
-        so it is closed instead of reused. An idle connection the server has closed since (a
-        restart) is let go unused.
+        An error the server answered leaves the connection ready for the next statement, but
+        for one that ends the connection (a shutdown, a broken link: SQLSTATE 57P0x, 08xxx),
+        whose socket may not look closed yet: that one is let go, as is one after any other
+        exception (a cancellation mid-statement may leave it in an unknown protocol state).
+        An idle connection the server has closed since (a restart) is let go unused.
         """
         async with self._slots:
             generation = self._generation
             conn = self._open_idle() or await self._connect()
             try:
                 yield conn
-            except asyncpg.PostgresError:
-                self._give_back(conn, generation)
+            except asyncpg.PostgresError as error:
+                if str(error.sqlstate).startswith(_ENDS_CONNECTION):
+                    conn.terminate()
+                else:
+                    self._give_back(conn, generation)
                 raise
             except BaseException:
                 conn.terminate()
@@ -93,7 +103,9 @@ class AutocommitPool:
         """
         self._generation += 1
         idle, self._idle = self._idle, []
-        await asyncio.gather(*(conn.close() for conn in idle), return_exceptions=True)
+        await asyncio.gather(
+            *(conn.close(timeout=_CLOSE_TIMEOUT) for conn in idle), return_exceptions=True
+        )
 
 
 class SqliteReaders:
