@@ -243,7 +243,7 @@ async def bench_ustun(url: str, total: int, concurrency: int, *, in_uow: bool = 
         {
             "USTUN_DATABASE_URL": url,
             "USTUN_JOB_MODULES": "jobs",
-            "PYTHONPATH": str(HERE),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
             "USTUN_LOG_LEVEL": "warning",
             "USTUN_SECRET_KEY": "benchmark-secret-key-of-at-least-32-characters",
             "USTUN_JOB_POLL_INTERVAL": "0.05" if db.is_sqlite else "1.0",
