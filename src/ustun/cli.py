@@ -183,11 +183,15 @@ def worker_command(
     concurrency: Annotated[int, typer.Option(min=1, help="Jobs run at once.")] = 4,
 ) -> None:
     """Run background work (jobs, webhook dispatch, sweepers) until SIGTERM or SIGINT."""
+    run_worker(_settings(), concurrency)
+
+
+def run_worker(settings: Settings, concurrency: int) -> None:
+    """`ustun worker` on `settings` (also `manage.py ustun_worker`, on Django's database)."""
     with _server_extra("worker"):
         from ustun.service.runtime.job_loops import job_kinds
         from ustun.service.runtime.worker import Worker
 
-    settings = _settings()
     _setup_logging(settings)
     kinds = job_kinds(settings)  # imports the job modules
 
@@ -218,15 +222,20 @@ def worker_command(
 def migrate() -> None:
     """Bring the database schema up to date."""
     settings = _settings()
+    run_migrate(settings)
+    typer.echo(
+        f"database schema is up to date: {preflight.shown_url(settings.database_url)}", err=True
+    )
+
+
+def run_migrate(settings: Settings) -> None:
+    """`ustun migrate` on `settings` (also `manage.py migrate`, on Django's database)."""
 
     async def migrate_db() -> None:
         async with _database(settings, migrate=True):
             pass
 
     _run(migrate_db)
-    typer.echo(
-        f"database schema is up to date: {preflight.shown_url(settings.database_url)}", err=True
-    )
 
 
 @keys.command("create")

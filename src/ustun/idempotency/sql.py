@@ -350,6 +350,24 @@ def complete_key(
     return bool(changed == 1)
 
 
+def read_key(scope: str, key: str) -> Plan[Record | None]:
+    """The live record of a key, if any (an expired one counts as absent)."""
+    return _first((yield rows(_READ, _live(scope, key))))
+
+
+def _come_back_at(oldest: datetime | None, now: datetime) -> datetime:
+    """When a new key of a full scope may come back: once its oldest record (expiring at
+    `oldest`) has expired and been swept."""
+    expires = now if oldest is None else max(oldest, now)
+    return expires + timedelta(seconds=DEFAULT_IDEMPOTENCY_SWEEP_INTERVAL)
+
+
+def come_back_at(scope: str) -> Plan[datetime]:
+    """`_come_back_at` for `scope` (reads all of its records)."""
+    [row] = yield rows(_OLDEST, {"scope": scope})
+    return _come_back_at(row.oldest, clock.now())
+
+
 def release_key(scope: str, key: str, lease_token: str) -> Plan[None]:
     """Delete the claim if `lease_token` still fences it."""
     yield count(_RELEASE, {"scope": scope, "key": key, "lease_token": lease_token})
@@ -402,8 +420,7 @@ class SqlRecordStore:
         retry_at = self._retry_at.get(scope)
         if retry_at is None or retry_at <= now:
             [row] = await _OLDEST.read(self.db, {"scope": scope})
-            expires = now if row.oldest is None else max(row.oldest, now)
-            retry_at = expires + timedelta(seconds=DEFAULT_IDEMPOTENCY_SWEEP_INTERVAL)
+            retry_at = _come_back_at(row.oldest, now)
             if len(self._retry_at) >= _RETRY_HINTS:
                 self._retry_at.clear()
             self._retry_at[scope] = retry_at

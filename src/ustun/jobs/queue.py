@@ -58,15 +58,20 @@ async def enqueue(
             max_pending is not None
             and await store.count_pending(uow, account_id, at_most=max_pending) >= max_pending
         ):
-            raise ProblemError(
-                "quota-exceeded",
-                f"This account has {max_pending} pending jobs, the most it may have waiting. "
-                "Retry after the number of seconds in Retry-After, when some have run.",
-                headers={"retry-after": format_retry_after(PENDING_RETRY_AFTER)},
-                limit=max_pending,
-            )
+            raise quota_exceeded(max_pending)
         await store.insert(uow, job, committed=wakeup.wake_local)
     return job
+
+
+def quota_exceeded(max_pending: int) -> ProblemError:
+    """429 `quota-exceeded`: the account already has `max_pending` pending jobs."""
+    return ProblemError(
+        "quota-exceeded",
+        f"This account has {max_pending} pending jobs, the most it may have waiting. "
+        "Retry after the number of seconds in Retry-After, when some have run.",
+        headers={"retry-after": format_retry_after(PENDING_RETRY_AFTER)},
+        limit=max_pending,
+    )
 
 
 def new_job(

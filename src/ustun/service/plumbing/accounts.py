@@ -14,6 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock, ids
 from ustun.store import Database
+from ustun.store.accounts import account_id as named_account
+from ustun.store.plans import run
 from ustun.store.tables import accounts, api_keys, dashboard_sessions
 
 KEY_PREFIX = "ustun_sk_"
@@ -60,14 +62,6 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-async def _account_id(conn: AsyncConnection, name: str, now: datetime) -> str:
-    account_id = await conn.scalar(select(accounts.c.id).where(accounts.c.name == name))
-    if account_id is None:
-        account_id = ids.new_id("acct")
-        await conn.execute(insert(accounts).values(id=account_id, name=name, created_at=now))
-    return str(account_id)
-
-
 async def issue_key(conn: AsyncConnection, account_id: str) -> tuple[str, str]:
     """Store a new key of `account_id`; return its id and the key in clear (shown only once)."""
     key = KEY_PREFIX + secrets.token_urlsafe(32)
@@ -87,7 +81,7 @@ async def issue_key(conn: AsyncConnection, account_id: str) -> tuple[str, str]:
 async def create_key(db: Database, account_name: str = DEFAULT_ACCOUNT) -> str:
     """Make a new API key for `account_name` (creating the account if new); return it in clear."""
     async with db.unit_of_work() as uow:
-        account_id = await _account_id(uow.conn, account_name, clock.now())
+        account_id = await run(named_account(account_name), uow.conn)
         _, key = await issue_key(uow.conn, account_id)
     return key
 

@@ -38,18 +38,25 @@ async def emit(
 
     `endpoint_id` sends it to that one endpoint regardless of its filter (the `ping` test).
     """
-    event_id = ids.new_id("evt")
-    event = {
-        "id": event_id,
+    event = new_event(account_id, event_type, data, object_url=object_url)
+    if await for_connection(uow.conn).emit(uow, event, endpoint_id):
+        uow.after_commit(_ring)
+    return str(event["id"])
+
+
+def new_event(
+    account_id: str, event_type: str, data: dict[str, Any], *, object_url: str | None = None
+) -> dict[str, Any]:
+    """The row of a new event of `account_id` (`ustun.webhooks.adapters.plans.emit` writes it
+    on any connection)."""
+    return {
+        "id": ids.new_id("evt"),
         "account_id": account_id,
         "type": event_type,
         "data": message.stored_data(data),
         "object_url": object_url,
         "created_at": clock.now(),
     }
-    if await for_connection(uow.conn).emit(uow, event, endpoint_id):
-        uow.after_commit(_ring)
-    return event_id
 
 
 async def wake(uow: UnitOfWork) -> None:

@@ -1,0 +1,80 @@
+"""Settings of the example shop: SQLite by default, PostgreSQL with `SHOP_DATABASE_URL`."""
+
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+SECRET_KEY = os.environ.get("SHOP_SECRET_KEY", "django-insecure-example-shop-secret-key-0123456789")
+DEBUG = os.environ.get("SHOP_DEBUG", "") == "1"
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "rest_framework",
+    "ustun.django",
+    "shop",
+]
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "ustun.django.IdempotencyMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+ROOT_URLCONF = "django_shop.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+WSGI_APPLICATION = "django_shop.wsgi.application"
+ASGI_APPLICATION = "django_shop.asgi.application"
+
+
+def _database(url: str) -> dict:
+    if url.startswith("postgresql"):
+        parts = urlsplit(url)
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": parts.path.lstrip("/"),
+            "USER": parts.username or "",
+            "PASSWORD": parts.password or "",
+            "HOST": parts.hostname or "",
+            "PORT": str(parts.port or ""),
+        }
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": url.removeprefix("sqlite:///") if url else BASE_DIR / "shop.sqlite3",
+        # Writers queue at BEGIN instead of failing with "database is locked" (Django >= 5.1).
+        "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20},
+    }
+
+
+DATABASES = {"default": _database(os.environ.get("SHOP_DATABASE_URL", ""))}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+USE_TZ = True
+STATIC_URL = "static/"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.BasicAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+USTUN = {
+    # Webhooks to the local receiver of the tests and the README (never do this in production).
+    "WEBHOOK_ALLOW_PRIVATE": os.environ.get("SHOP_ALLOW_PRIVATE", "") == "1",
+}

@@ -1,0 +1,64 @@
+"""Events, jobs and 202s written on Django's connection, in the transaction open there."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import NoReverseMatch, reverse
+
+from ustun.django.conf import ustun_settings
+from ustun.django.db import host_connection
+from ustun.http.retry_after import format_retry_after
+from ustun.jobs.adapters import plans as job_plans
+from ustun.jobs.queue import new_job, quota_exceeded
+from ustun.jobs.records import Job
+from ustun.store.accounts import account_id
+from ustun.store.plans import run_sync
+from ustun.webhooks.adapters import plans as webhook_plans
+from ustun.webhooks.sending.outbox import new_event
+
+# How long a client following a 202 is told to wait before it asks again.
+ACCEPTED_RETRY_AFTER = 1.0
+
+
+def emit(event_type: str, data: dict[str, Any], *, account: str) -> str:
+    """Record the event `event_type` of `account` and queue its deliveries to the account's
+    endpoints, in the current transaction (it is sent only if that commits); its id."""
+    conn = host_connection()
+    event = new_event(run_sync(account_id(account), conn), event_type, data)
+    notify = conn.dialect.name == "postgresql"
+    run_sync(webhook_plans.emit(event, None, notify=notify), conn)
+    return str(event["id"])
+
+
+def enqueue(kind: str, payload: dict[str, Any] | None = None, *, account: str) -> Job:
+    """Add a job of `kind` for `account` in the current transaction; 429 `quota-exceeded`
+    (a `ProblemError`) when the account has `USTUN["MAX_PENDING_JOBS"]` pending already."""
+    conn = host_connection()
+    job = new_job(kind, payload, account_id=run_sync(account_id(account), conn))
+    max_pending = ustun_settings().max_pending_jobs
+    if not run_sync(job_plans.enqueue(job, max_pending=max_pending), conn):
+        raise quota_exceeded(max_pending)
+    return job
+
+
+def job_url(job: Job, request: HttpRequest | None = None) -> str:
+    """Where the job's status is served (`include("ustun.django.urls")`)."""
+    try:
+        path = reverse("ustun:job", kwargs={"job_id": job.id})
+    except NoReverseMatch:
+        raise LookupError(
+            'the job status view is not routed: add path("ustun/", include("ustun.django.urls"))'
+        ) from None
+    return path if request is None else request.build_absolute_uri(path)
+
+
+def accepted(job: Job, request: HttpRequest | None = None) -> HttpResponse:
+    """202 Accepted for `job`: its id and status, `Location` its status resource,
+    `Retry-After` when to look."""
+    url = job_url(job, request)
+    response = JsonResponse({"id": job.id, "status": job.status, "url": url}, status=202)
+    response["Location"] = url
+    response["Retry-After"] = format_retry_after(ACCEPTED_RETRY_AFTER)
+    return response
