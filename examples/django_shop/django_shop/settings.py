@@ -18,6 +18,9 @@ INSTALLED_APPS = [
     "rest_framework",
     "ustun.django",
     "shop",
+    "documents",
+    "reports",
+    "hooks",
 ]
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -75,6 +78,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
 }
 USTUN = {
+    # Each module named holds the job kinds the worker runs (`kinds = Registry()`).
+    "JOB_MODULES": "reports.jobs",
     # Webhooks to the local receiver of the tests and the README (never do this in production).
     "WEBHOOK_ALLOW_PRIVATE": os.environ.get("SHOP_ALLOW_PRIVATE", "") == "1",
 }

@@ -5,4 +5,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("ustun/", include("ustun.django.urls")),
     path("", include("shop.urls")),
+    path("", include("documents.urls")),
+    path("", include("reports.urls")),
+    path("", include("hooks.urls")),
 ]

@@ -1,0 +1,3 @@
+from ustun.jobs import Registry
+
+kinds = Registry()
