@@ -18,6 +18,7 @@ from typing import Generic, TypeVar
 
 from ustun import clock, instrumentation
 from ustun.defaults import DEFAULT_IDEMPOTENCY_MAX_BODY, DEFAULT_IDEMPOTENCY_TTL
+from ustun.http.fingerprint import fingerprint
 from ustun.idempotency.decision import (
     Full,
     Keep,
@@ -52,6 +53,30 @@ class Replayed:
 
 
 Answer = Replayed | Refuse
+
+
+def keyed_request(
+    scope: str,
+    key: str,
+    *,
+    method: str,
+    path: str,
+    query: bytes,
+    body: bytes,
+    keys: tuple[bytes, ...],
+) -> Request:
+    """The keyed `Request` of a host framework's request, fingerprinted under the first of
+    `keys` (the current fingerprint key; none: unkeyed)."""
+    return Request(
+        scope=scope,
+        key=key,
+        method=method,
+        path=path,
+        query=query,
+        body=body,
+        fingerprint=fingerprint(method, path, query, body, key=keys[0] if keys else None),
+        keys=keys,
+    )
 
 
 class _Rollback(Exception, Generic[R]):

@@ -16,10 +16,14 @@ from ustun.defaults import DEFAULT_JOB_MAX_ATTEMPTS
 from ustun.errors import ProblemError
 from ustun.http.retry_after import format_retry_after
 from ustun.jobs import states, wakeup
+from ustun.jobs.adapters import plans as job_plans
 from ustun.jobs.adapters import store_for
 from ustun.jobs.records import Job, JobEvent, JobPage, Result
 from ustun.jobs.registry import Registry
 from ustun.store import Database
+from ustun.store.accounts import account_id as named_account
+from ustun.store.dbapi import DbapiConnection
+from ustun.store.plans import run_sync
 
 # When an account at its pending-jobs quota may try again: a queue drains as jobs run.
 PENDING_RETRY_AFTER = 30
@@ -60,6 +64,23 @@ async def enqueue(
         ):
             raise quota_exceeded(max_pending)
         await store.insert(uow, job, committed=wakeup.wake_local)
+    return job
+
+
+def enqueue_on(
+    conn: DbapiConnection,
+    kind: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    account: str,
+    max_pending: int | None = None,
+) -> Job:
+    """`enqueue` on a host framework's synchronous connection, in the transaction it has open,
+    for the account named `account` (made on first use); 429 `quota-exceeded` (a
+    `ProblemError`) when it has `max_pending` pending jobs already."""
+    job = new_job(kind, payload, account_id=run_sync(named_account(account), conn))
+    if not run_sync(job_plans.enqueue(job, max_pending=max_pending), conn):
+        raise quota_exceeded(max_pending or 0)
     return job
 
 

@@ -13,7 +13,11 @@ from typing import Any
 
 from ustun import clock, ids
 from ustun.store import UnitOfWork
-from ustun.webhooks.adapters import for_connection
+from ustun.store.accounts import account_id as named_account
+from ustun.store.dbapi import DbapiConnection
+from ustun.store.plans import run_sync
+from ustun.webhooks.adapters import for_connection, notifies
+from ustun.webhooks.adapters import plans as webhook_plans
 from ustun.webhooks.sending import message
 from ustun.webhooks.sending.wakeup import doorbell
 
@@ -41,6 +45,15 @@ async def emit(
     event = new_event(account_id, event_type, data, object_url=object_url)
     if await for_connection(uow.conn).emit(uow, event, endpoint_id):
         uow.after_commit(_ring)
+    return str(event["id"])
+
+
+def emit_on(conn: DbapiConnection, event_type: str, data: dict[str, Any], *, account: str) -> str:
+    """`emit` on a host framework's synchronous connection, in the transaction it has open (the
+    deliveries are sent only if it commits), for the account named `account` (made on first
+    use); the event's id."""
+    event = new_event(run_sync(named_account(account), conn), event_type, data)
+    run_sync(webhook_plans.emit(event, None, notify=notifies(conn)), conn)
     return str(event["id"])
 
 
