@@ -1,0 +1,50 @@
+"""Job status for the caller's account, read on the session's connection: the `ustun`
+blueprint's `GET <prefix>/jobs/<job_id>`, the job as the service shows it (`ETag` from its
+version, 304 on `If-None-Match`, `Retry-After` while it runs). The caller's account is the name
+`@idempotent` scopes keys by (`scope_of`); another account's job is a 404 problem."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from ustun.concurrency import conditional_read
+from ustun.errors import NotFoundError
+from ustun.flask.extension import current
+from ustun.flask.idempotency import scope_of
+from ustun.http.preconditions import Preconditions
+from ustun.jobs import Job
+from ustun.jobs.adapters import plans as job_plans
+from ustun.service.plumbing.conditional import validator_headers
+from ustun.service.plumbing.job_representation import poll_headers, render, validators
+from ustun.store.plans import run_sync
+
+blueprint = Blueprint("ustun", __name__)
+
+
+def job_headers(job: Job) -> dict[str, str]:
+    """The job's validators (`ETag`, `Last-Modified`) and, while it runs, `Retry-After`."""
+    return {**validator_headers(validators(job)), **poll_headers(job)}
+
+
+def job_document(job: Job) -> dict[str, Any]:
+    """The job's JSON, as the service renders it (its result is not served here)."""
+    return {**render(job), "result_url": None}
+
+
+@blueprint.get("/jobs/<job_id>")
+def job(job_id: str) -> Response:
+    """The caller's job `job_id`; 304 when `If-None-Match` holds its current `ETag`."""
+    conn = current().connection()
+    found = run_sync(job_plans.named_job(job_id, account=scope_of(request)), conn)
+    if found is None:
+        raise NotFoundError(f"No job {job_id!r} in this account.")
+    headers = job_headers(found)
+    if conditional_read(
+        request.method, Preconditions.from_headers(request.headers.items()), validators(found)
+    ):
+        return Response(status=304, headers=headers)
+    response = jsonify(job_document(found))
+    response.headers.update(headers)
+    return response

@@ -1,0 +1,104 @@
+"""The example Flask shop (examples/flask_shop) as a user runs it: `flask --app shop …`
+commands, and gunicorn serving it (tests/flask/conftest.py makes one per test module and
+database)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from support import free_port, wait_for
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "flask_shop"
+BIN = Path(sys.executable).parent
+SECRET_KEY = "test-shop-secret-key-of-at-least-32-characters"
+USERS = {"ann": "ann-password", "bob": "bob-password"}
+
+
+@dataclass
+class Shop:
+    """The example shop's database (`database_url` as ustun names it) and environment."""
+
+    database_url: str
+    env: dict[str, str]
+    log_dir: Path
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def flask(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`flask --app shop <args>` in the example's folder, on this database."""
+        return subprocess.run(
+            [str(BIN / "flask"), "--app", "shop", *args],
+            cwd=EXAMPLE,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+
+    def start(self, *args: str, log: str) -> subprocess.Popen[bytes]:
+        """A long-running process in the example's folder, its output in `log_dir/<log>`;
+        stopped at the end of the module."""
+        out = (self.log_dir / log).open("ab")
+        proc = subprocess.Popen(
+            list(args), cwd=EXAMPLE, env=self.env, stdout=out, stderr=out, start_new_session=True
+        )
+        self.processes.append(proc)
+        return proc
+
+    def serve(self, *, workers: int, threads: int = 1) -> Served:
+        """gunicorn with `workers` processes of `threads` threads; returns once it answers."""
+        port = free_port()
+        proc = self.start(
+            str(BIN / "gunicorn"),
+            "shop:app",
+            "-b",
+            f"127.0.0.1:{port}",
+            "-w",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--graceful-timeout",
+            "2",
+            log=f"gunicorn-{port}.log",
+        )
+        served = Served(f"http://127.0.0.1:{port}", proc)
+
+        def answering() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"gunicorn exited early:\n{self.logs()}")
+            try:
+                return httpx.get(f"{served.url}/payments", timeout=1).status_code == 401
+            except httpx.HTTPError:
+                return False
+
+        wait_for(answering, timeout=30, what="gunicorn to answer")
+        return served
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace") for p in self.log_dir.glob("*.log"))
+
+    def stop_all(self) -> None:
+        for proc in self.processes:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.processes:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+@dataclass(frozen=True)
+class Served:
+    url: str
+    process: subprocess.Popen[bytes]
+
+    def client(self, user: str = "ann") -> httpx.Client:
+        """An HTTP client signed in as `user` (basic auth)."""
+        return httpx.Client(base_url=self.url, auth=(user, USERS[user]), timeout=30)
