@@ -1,0 +1,153 @@
+"""`ConditionalMixin` in the example shop's documents, served by gunicorn (4 sync workers) on each
+database: ETags from the version, 304, and writes that need a current `If-Match` (428, 400, 412),
+made by one compare-and-set, so concurrent writers with the same tag get one success."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from django_support import Served, Shop
+from support import problem_of
+
+pytestmark = pytest.mark.e2e
+
+WRITES: list[tuple[str, dict[str, Any]]] = [
+    ("PATCH", {"json": {"body": "edited"}}),
+    ("PUT", {"json": {"title": "Replaced", "body": "edited"}}),
+    ("DELETE", {}),
+]
+
+
+@pytest.fixture(scope="module")
+def served(shop: Shop) -> Served:
+    return shop.serve(workers=4)
+
+
+def _create(client: httpx.Client, title: str = "Plan", body: str = "first") -> str:
+    """A new document of the client's user, checked; its URL."""
+    created = client.post("/documents", json={"title": title, "body": body})
+    assert created.status_code == 201, created.text
+    assert created.headers["etag"] == '"1"'
+    assert created.json()["version"] == 1
+    return f"/documents/{created.json()['id']}"
+
+
+def _current(client: httpx.Client, url: str) -> dict[str, Any]:
+    """The document at `url`, its ETag checked against its version."""
+    got = client.get(url)
+    assert got.status_code == 200, got.text
+    document: dict[str, Any] = got.json()
+    assert got.headers["etag"] == f'"{document["version"]}"'
+    return document
+
+
+def test_reads_carry_the_etag_and_answer_304_to_a_matching_if_none_match(served: Served) -> None:
+    with served.client("ann") as ann:
+        url = _create(ann)
+        assert _current(ann, url)["body"] == "first"
+        # Weak comparison for If-None-Match: W/"1" matches "1" too.
+        for tags in ('"1"', 'W/"1"', '"7", "1"', "*"):
+            for method in ("GET", "HEAD"):
+                same = ann.request(method, url, headers={"If-None-Match": tags})
+                assert same.status_code == 304, (method, tags, same.text)
+                assert same.content == b""
+                assert same.headers["etag"] == '"1"'
+        assert ann.get(url, headers={"If-None-Match": '"2"'}).status_code == 200
+        problem_of(ann.get(url, headers={"If-Match": '"2"'}), 412, "precondition-failed")
+        listed = ann.get("/documents")
+        assert listed.status_code == 200
+        assert "etag" not in listed.headers
+
+
+def test_writes_need_a_current_if_match(served: Served) -> None:
+    with served.client("ann") as ann:
+        url = _create(ann)
+        before = _current(ann, url)
+        for method, body in WRITES:
+            refused = ann.request(method, url, **body)
+            assert problem_of(refused, 428, "precondition-required")["header"] == "If-Match"
+            for malformed in ("1", '"1', 'W/ "1"'):
+                headers = {"If-Match": malformed}
+                problem_of(
+                    ann.request(method, url, headers=headers, **body), 400, "precondition-invalid"
+                )
+        assert _current(ann, url) == before
+
+        patched = ann.patch(url, json={"body": "second"}, headers={"If-Match": '"1"'})
+        assert patched.status_code == 200, patched.text
+        assert patched.headers["etag"] == '"2"'
+        assert patched.json() == {
+            **before,
+            "body": "second",
+            "version": 2,
+            "updated_at": patched.json()["updated_at"],
+        }
+        assert patched.json()["updated_at"] > before["updated_at"]
+        assert _current(ann, url) == patched.json()
+
+        # Stale, and weak (If-Match compares strongly, so W/"2" never matches).
+        for tag in ('"1"', 'W/"2"', '"3"'):
+            for method, body in WRITES:
+                stale = ann.request(method, url, headers={"If-Match": tag}, **body)
+                assert problem_of(stale, 412, "precondition-failed")["header"] == "If-Match"
+        assert _current(ann, url) == patched.json()
+
+        put = ann.put(
+            url, json={"title": "Whole", "body": "third"}, headers={"If-Match": '"1", "2"'}
+        )
+        assert put.status_code == 200, put.text
+        assert (put.headers["etag"], put.json()["title"], put.json()["body"]) == (
+            '"3"',
+            "Whole",
+            "third",
+        )
+        star = ann.patch(url, json={"title": "Any"}, headers={"If-Match": "*"})
+        assert star.status_code == 200, star.text
+        assert (star.headers["etag"], star.json()["body"]) == ('"4"', "third")
+
+        deleted = ann.delete(url, headers={"If-Match": '"4"'})
+        assert deleted.status_code == 204, deleted.text
+        assert ann.get(url).status_code == 404
+        assert ann.patch(url, json={"body": "x"}, headers={"If-Match": '"5"'}).status_code == 404
+
+
+def test_concurrent_writers_with_one_etag_get_one_success(served: Served) -> None:
+    writers = 12
+    with served.client("ann") as ann:
+        url = _create(ann, body="original")
+    start = threading.Barrier(writers)
+
+    def patch(writer: int) -> httpx.Response:
+        with served.client("ann") as client:
+            start.wait(timeout=10)
+            return client.patch(url, json={"body": f"writer {writer}"}, headers={"If-Match": '"1"'})
+
+    with ThreadPoolExecutor(writers) as pool:
+        answers = list(pool.map(patch, range(writers)))
+    won = [writer for writer, answer in enumerate(answers) if answer.status_code == 200]
+    assert len(won) == 1, [answer.status_code for answer in answers]
+    for writer, answer in enumerate(answers):
+        if writer not in won:
+            problem_of(answer, 412, "precondition-failed")
+    assert answers[won[0]].headers["etag"] == '"2"'
+    with served.client("ann") as ann:
+        final = _current(ann, url)
+    assert (final["version"], final["body"]) == (2, f"writer {won[0]}")
+
+
+def test_another_user_cannot_see_or_write_the_document(served: Served) -> None:
+    with served.client("ann") as ann, served.client("bob") as bob:
+        url = _create(ann)
+        before = _current(ann, url)
+        assert bob.get(url).status_code == 404
+        # 404, not 428 or 412: nothing says the document exists.
+        for method, body in WRITES:
+            assert bob.request(method, url, **body).status_code == 404
+            assert bob.request(method, url, headers={"If-Match": '"1"'}, **body).status_code == 404
+        assert bob.get("/documents").json() == []
+        assert _current(ann, url) == before
