@@ -1,109 +1,15 @@
-"""The example shop (examples/django_shop) served by gunicorn, as a user runs it, on a fresh
-SQLite or PostgreSQL database per test module."""
+"""The example shop (examples/django_shop) on a fresh SQLite or PostgreSQL database per test
+module (`shop`); `shop.serve()` starts gunicorn on it."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 
-import httpx
 import pytest
 
-from support import BACKENDS, drop_pg_database, free_port, make_pg_database, wait_for
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "django_shop"
-BIN = Path(sys.executable).parent
-SECRET_KEY = "test-shop-secret-key-of-at-least-32-characters"
-USERS = {"ann": "ann-password", "bob": "bob-password"}
-
-
-@dataclass
-class Shop:
-    """The example shop's database and environment; `serve()` starts gunicorn on it."""
-
-    database_url: str
-    env: dict[str, str]
-    log_dir: Path
-    servers: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    def manage(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """`python manage.py <args>` in the example, on this database."""
-        return subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=EXAMPLE,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=check,
-        )
-
-    def start(self, *args: str, log: str) -> subprocess.Popen[bytes]:
-        """A long-running process in the example's folder (a server, a worker), its output
-        in `log_dir/<log>`; stopped at the end of the module."""
-        out = (self.log_dir / log).open("ab")
-        proc = subprocess.Popen(list(args), cwd=EXAMPLE, env=self.env, stdout=out, stderr=out)
-        self.servers.append(proc)
-        return proc
-
-    def serve(self, *, workers: int = 4, asgi: bool = False) -> Served:
-        """gunicorn with `workers` sync workers (WSGI) or uvicorn workers (ASGI); returns once
-        it answers."""
-        port = free_port()
-        app = "django_shop.asgi:application" if asgi else "django_shop.wsgi:application"
-        extra = ["-k", "uvicorn.workers.UvicornWorker"] if asgi else []
-        proc = self.start(
-            str(BIN / "gunicorn"),
-            app,
-            "-b",
-            f"127.0.0.1:{port}",
-            "-w",
-            str(workers),
-            "--graceful-timeout",
-            "5",
-            *extra,
-            log=f"gunicorn-{port}.log",
-        )
-        served = Served(f"http://127.0.0.1:{port}", proc)
-
-        def answering() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"gunicorn exited early:\n{self.logs()}")
-            try:
-                return httpx.get(f"{served.url}/payments", timeout=1).status_code == 401
-            except httpx.HTTPError:
-                return False
-
-        wait_for(answering, timeout=30, what="gunicorn to answer")
-        return served
-
-    def logs(self) -> str:
-        return "\n".join(p.read_text(errors="replace") for p in self.log_dir.glob("*.log"))
-
-    def stop_all(self) -> None:
-        for proc in self.servers:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.servers:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-
-
-@dataclass(frozen=True)
-class Served:
-    url: str
-    process: subprocess.Popen[bytes]
-
-    def client(self, user: str = "ann", **kwargs: object) -> httpx.Client:
-        """An HTTP client signed in as `user` (basic auth)."""
-        return httpx.Client(base_url=self.url, auth=(user, USERS[user]), timeout=30, **kwargs)  # type: ignore[arg-type]
+from django_support import EXAMPLE, SECRET_KEY, USERS, Shop
+from support import BACKENDS, drop_pg_database, make_pg_database
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -123,6 +29,7 @@ def shop(
         "SHOP_DATABASE_URL": url,
         "SHOP_SECRET_KEY": SECRET_KEY,
         "SHOP_ALLOW_PRIVATE": "1",
+        "SHOP_FAULTS": str(folder),
     }
     shop = Shop(url, env, folder)
     try:

@@ -83,3 +83,11 @@ USTUN = {
     # Webhooks to the local receiver of the tests and the README (never do this in production).
     "WEBHOOK_ALLOW_PRIVATE": os.environ.get("SHOP_ALLOW_PRIVATE", "") == "1",
 }
+
+# Errors (and ustun's worker) to stderr, whatever DEBUG says.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"stderr": {"class": "logging.StreamHandler"}},
+    "loggers": {"django": {"handlers": ["stderr"], "level": "ERROR"}},
+}

@@ -68,6 +68,8 @@ def _rendered(view_self: Any, request: Any, response: Any) -> HttpResponseBase:
     """A DRF `Response` is rendered by `dispatch` after the view returns: render it here, as
     DRF would, so that its body can be stored with the transaction."""
     if hasattr(response, "render") and not getattr(response, "is_rendered", True):
+        # A DRF function view (`@api_view`) is a method of the view its request names.
+        view_self = view_self or getattr(request, "parser_context", {}).get("view")
         finalize = getattr(view_self, "finalize_response", None)
         if finalize is not None and not hasattr(response, "accepted_renderer"):
             response = finalize(request, response)

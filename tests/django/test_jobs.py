@@ -1,0 +1,181 @@
+"""Async request-reply in the example shop, served by gunicorn (4 sync workers) on each database:
+`POST /reports` answers 202 with its job, `include("ustun.django.urls")` serves the job (ETag,
+304), its events (SSE, resumed after `Last-Event-ID`) and its result to its account only, and
+`manage.py ustun_worker` runs it; a view that raises after enqueueing leaves no job."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from django_support import Served, Shop
+from support import problem_of, sync_connection, wait_for
+from ustun.http.sse_parser import EventStreamParser
+from ustun.jobs.adapters.plans import EVENTS_PAGE
+
+pytestmark = pytest.mark.e2e
+
+ROWS = 1_000  # the report's 4 chunks: 4 progress events between `processing` and `done`
+
+
+@pytest.fixture(scope="module")
+def served(shop: Shop) -> Served:
+    return shop.serve(workers=4)
+
+
+@pytest.fixture(scope="module")
+def start_worker(shop: Shop) -> Callable[[], None]:
+    """Starts `manage.py ustun_worker` when first called: the module's first test follows a
+    job from before any worker runs."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start() -> None:
+        if not started:
+            started.append(
+                shop.start(sys.executable, "manage.py", "ustun_worker", log="worker.log")
+            )
+
+    return start
+
+
+def _report(client: httpx.Client, rows: Any = ROWS, path: str = "/reports") -> httpx.Response:
+    return client.post(path, json={"rows": rows}, headers={"Idempotency-Key": str(uuid.uuid4())})
+
+
+def _events(response: httpx.Response) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """(id, type, data) of each event of an open stream, as they arrive."""
+    assert response.status_code == 200, response.read()
+    assert response.headers["content-type"].startswith("text/event-stream")
+    parser = EventStreamParser()
+    for chunk in response.iter_bytes():
+        for event in parser.feed(chunk):
+            yield int(event.id), event.event, httpx.Response(200, content=event.data).json()
+
+
+def _stream(client: httpx.Client, url: str, last: int | None = None) -> list[int]:
+    """The ids of the whole stream (it ends at the job's final state)."""
+    headers = {} if last is None else {"Last-Event-ID": str(last)}
+    with client.stream("GET", f"{url}/events", headers=headers) as response:
+        return [event_id for event_id, _, _ in _events(response)]
+
+
+def _job_ids(shop: Shop) -> set[str]:
+    """Every job in the shop's database."""
+    with sync_connection(shop.database_url) as conn, conn.cursor() as cursor:
+        cursor.execute("SELECT id FROM jobs")
+        return {job_id for (job_id,) in cursor.fetchall()}
+
+
+def test_a_report_is_accepted_then_followed_live_to_its_result(
+    served: Served, start_worker: Callable[[], None]
+) -> None:
+    with served.client("ann") as ann:
+        accepted = _report(ann)
+        assert accepted.status_code == 202, accepted.text
+        url = accepted.headers["location"]
+        assert url.startswith(served.url + "/ustun/jobs/job_")
+        assert int(accepted.headers["retry-after"]) >= 1
+        job = accepted.json()
+        assert job["status"] == "pending"
+        assert job["object"] == "job"
+        assert job["kind"] == "report"
+
+        # No worker yet: the job stays pending, and its ETag stands.
+        polled = ann.get(url)
+        assert polled.status_code == 200, polled.text
+        assert polled.json() == job
+        etag = polled.headers["etag"]
+        assert etag == accepted.headers["etag"] == '"1"'
+        assert polled.headers["retry-after"] == "1"
+        unchanged = ann.get(url, headers={"If-None-Match": etag})
+        assert unchanged.status_code == 304
+        assert unchanged.content == b""
+        assert unchanged.headers["etag"] == etag
+
+        with ann.stream("GET", f"{url}/events") as response:
+            events = _events(response)
+            assert next(events)[:2] == (1, "status")  # created, read before any worker runs
+            start_worker()
+            rest = list(events)
+        assert [event_id for event_id, _, _ in rest] == list(range(2, 2 + len(rest)))
+        statuses = [data["status"] for _, _, data in rest]
+        assert statuses[0] == "processing"
+        assert statuses[-1] == "done"
+        assert [data["progress"] for _, _, data in rest][1:] == [25, 50, 75, 100, 100]
+
+        done = ann.get(url, headers={"If-None-Match": etag})
+        assert done.status_code == 200
+        assert done.headers["etag"] == f'"{rest[-1][0]}"'
+        assert "retry-after" not in done.headers
+        body = done.json()
+        assert body["status"] == "done"
+        assert body["progress"] == 100
+        assert body["completed_at"] is not None
+        assert ann.get(url, headers={"If-None-Match": done.headers["etag"]}).status_code == 304
+
+        result = ann.get(body["result_url"])
+        assert result.status_code == 200
+        assert result.headers["content-type"] == "text/csv"
+        lines = result.text.splitlines()
+        assert lines[0] == "n,square"
+        assert lines[-1] == f"{ROWS},{ROWS * ROWS}"
+        assert len(lines) == ROWS + 1
+
+
+def test_the_event_stream_resumes_after_last_event_id(
+    served: Served, start_worker: Callable[[], None]
+) -> None:
+    start_worker()
+    with served.client("ann") as ann:
+        url = _report(ann).headers["location"]
+        wait_for(
+            lambda: ann.get(url).json()["status"] == "done", timeout=20, what="the report to run"
+        )
+        final = int(ann.get(url).headers["etag"].strip('"'))
+        assert _stream(ann, url) == list(range(1, final + 1))
+        assert _stream(ann, url, last=0) == list(range(1, final + 1))
+        assert _stream(ann, url, last=3) == list(range(4, final + 1))
+        assert _stream(ann, url, last=final - 1) == [final]
+        # The client saw the final event: 204 stops an EventSource from reconnecting.
+        for seen in (final, final + EVENTS_PAGE):
+            over = ann.get(f"{url}/events", headers={"Last-Event-ID": str(seen)})
+            assert over.status_code == 204
+        problem_of(ann.get(f"{url}/events", headers={"Last-Event-ID": "-1"}), 400, "bad-request")
+
+
+def test_another_accounts_job_is_not_found(served: Served) -> None:
+    with served.client("ann") as ann, served.client("bob") as bob:
+        url = _report(ann).headers["location"]
+        assert ann.get(url).status_code == 200
+        for path in (url, f"{url}/events", f"{url}/result"):
+            problem_of(bob.get(path), 404, "not-found")
+        problem_of(ann.get(f"{served.url}/ustun/jobs/job_nothing"), 404, "not-found")
+        problem_of(ann.get(f"{url}/result"), 404, "not-found")  # not finished: no result yet
+        # Without a user the account is "" (as `@idempotent`'s scope), which has no jobs.
+        problem_of(httpx.get(url), 404, "not-found")
+
+
+def test_bad_input_is_refused_before_any_job(served: Served, shop: Shop) -> None:
+    before = _job_ids(shop)
+    with served.client("ann") as ann:
+        for rows in (0, 10_001, "many"):
+            assert _report(ann, rows).status_code == 400
+        problem_of(ann.post("/reports", json={"rows": 5}), 400, "idempotency-key-missing")
+    assert _job_ids(shop) == before
+
+
+def test_a_view_that_raises_after_enqueueing_commits_no_job(served: Served, shop: Shop) -> None:
+    before = _job_ids(shop)
+    with served.client("ann") as ann:
+        failed = _report(ann, 1, path="/faults/report")
+        assert failed.status_code == 500
+        assert _job_ids(shop) == before
+        accepted = _report(ann, 1)
+        assert accepted.status_code == 202
+    assert _job_ids(shop) == before | {accepted.json()["id"]}
