@@ -16,9 +16,8 @@ from django.utils.module_loading import import_string
 from ustun.django import conf
 from ustun.django.db import host_connection
 from ustun.django.problems import problem_response
-from ustun.http.fingerprint import fingerprint
-from ustun.idempotency.decision import Refuse, Request, key_of
-from ustun.idempotency.hosted import HostedKeys, Replayed
+from ustun.idempotency.decision import Refuse, key_of
+from ustun.idempotency.hosted import HostedKeys, Replayed, keyed_request
 from ustun.idempotency.middleware import REPLAY_HEADERS
 from ustun.idempotency.records import StoredResponse
 from ustun.service.runtime.secret_keys import fingerprint_keys
@@ -91,8 +90,9 @@ def _answer(answer: Replayed | Refuse, request: HttpRequest) -> HttpResponse:
 
 def _call(policy: Policy, request: Any, run: Callable[[], Any], view_self: Any) -> Any:
     raw: HttpRequest = getattr(request, "_request", request)  # DRF's Request wraps Django's
+    header = raw.headers.get("Idempotency-Key")
     key = key_of(
-        (raw.headers.get("Idempotency-Key") and [raw.headers["Idempotency-Key"]]) or [],
+        [] if header is None else [header],
         required=policy == "required",
         method=raw.method or "",
         path=raw.path,
@@ -103,17 +103,13 @@ def _call(policy: Policy, request: Any, run: Callable[[], Any], view_self: Any) 
     if key is None:
         with transaction.atomic(using=conf.alias()):
             return run()
-    query = raw.META.get("QUERY_STRING", "").encode("latin-1")
-    body = raw.body
-    method = raw.method or ""
-    keyed = Request(
-        scope=scope_of(request),
-        key=key,
-        method=method,
+    keyed = keyed_request(
+        scope_of(request),
+        key,
+        method=raw.method or "",
         path=raw.path,
-        query=query,
-        body=body,
-        fingerprint=fingerprint(method, raw.path, query, body, key=keys[0] if keys else None),
+        query=raw.META.get("QUERY_STRING", "").encode("latin-1"),
+        body=raw.body,
         keys=keys,
     )
     result = hosted.call(keyed, lambda: _rendered(view_self, request, run()), _stored)
