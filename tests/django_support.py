@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from support import free_port, wait_for
+from support import free_port, sync_connection, wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "django_shop"
 BIN = Path(sys.executable).parent
@@ -81,6 +81,12 @@ class Shop:
 
         wait_for(answering, timeout=30, what="gunicorn to answer")
         return served
+
+    def scalar(self, sql: str) -> object:
+        """The one value `sql` reads from the shop's database (no parameters)."""
+        with sync_connection(self.database_url) as conn, conn.cursor() as cursor:
+            cursor.execute(sql)
+            return cursor.fetchone()[0]
 
     def kill(self, proc: subprocess.Popen[bytes]) -> None:
         """SIGKILL to `proc` and every process it started (gunicorn's workers): no cleanup."""
