@@ -8,10 +8,11 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from support import free_port, wait_for
+from support import free_port, sync_connection, wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "flask_shop"
 BIN = Path(sys.executable).parent
@@ -50,12 +51,17 @@ class Shop:
         self.processes.append(proc)
         return proc
 
-    def serve(self, *, workers: int, threads: int = 1) -> Served:
-        """gunicorn with `workers` processes of `threads` threads; returns once it answers."""
+    def serve(
+        self, *, workers: int, threads: int = 1, app: str = "shop:app", folder: Path = EXAMPLE
+    ) -> Served:
+        """gunicorn serving `app` (the shop, by default) from `folder` with `workers` processes
+        of `threads` threads; returns once it answers."""
         port = free_port()
         proc = self.start(
             str(BIN / "gunicorn"),
-            "shop:app",
+            "--chdir",
+            str(folder),
+            app,
             "-b",
             f"127.0.0.1:{port}",
             "-w",
@@ -72,7 +78,7 @@ class Shop:
             if proc.poll() is not None:
                 raise AssertionError(f"gunicorn exited early:\n{self.logs()}")
             try:
-                return httpx.get(f"{served.url}/payments", timeout=1).status_code == 401
+                return httpx.get(f"{served.url}/", timeout=1).status_code == 404
             except httpx.HTTPError:
                 return False
 
@@ -102,3 +108,12 @@ class Served:
     def client(self, user: str = "ann") -> httpx.Client:
         """An HTTP client signed in as `user` (basic auth)."""
         return httpx.Client(base_url=self.url, auth=(user, USERS[user]), timeout=30)
+
+
+def rows(shop: Shop, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    """The rows of `sql` (`?` its parameters) in the shop's database, read on a connection of
+    the test's own."""
+    with sync_connection(shop.database_url) as conn, conn.cursor() as cursor:
+        style = "?" if shop.database_url.startswith("sqlite") else "%s"
+        cursor.execute(sql.replace("?", style), params)
+        return list(cursor.fetchall())

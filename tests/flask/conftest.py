@@ -1,4 +1,4 @@
-"""The example Flask shop on a fresh SQLite or PostgreSQL database per test module."""
+"""The example Flask shop on a fresh SQLite or PostgreSQL database, one of each per run."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from flask_support import SECRET_KEY, Shop
 from support import BACKENDS, drop_pg_database, make_pg_database
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="session", params=BACKENDS)
 def shop(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Shop]:

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from flask_support import Served, Shop
-from support import sync_connection, wait_for
+from flask_support import Served, Shop, rows
+from support import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -43,21 +43,13 @@ def _problem(response: httpx.Response, status: int, slug: str) -> dict[str, obje
     return body
 
 
-def _rows(shop: Shop, sql: str, *params: object) -> list[tuple[Any, ...]]:
-    """The rows of `sql` (`?` its parameters), read on a connection of the test's own."""
-    with sync_connection(shop.database_url) as conn, conn.cursor() as cursor:
-        style = "?" if shop.database_url.startswith("sqlite") else "%s"
-        cursor.execute(sql.replace("?", style), params)
-        return list(cursor.fetchall())
-
-
 def _payments(shop: Shop, amount: int) -> int:
-    return len(_rows(shop, "SELECT id FROM payment WHERE amount = ?", amount))
+    return len(rows(shop, "SELECT id FROM payment WHERE amount = ?", amount))
 
 
 def _events(shop: Shop, amount: int) -> int:
     """`payment.created` events of payments of `amount`."""
-    found = _rows(shop, "SELECT data FROM webhook_events WHERE type = 'payment.created'")
+    found = rows(shop, "SELECT data FROM webhook_events WHERE type = 'payment.created'")
     return sum(1 for (data,) in found if _json(data)["amount"] == amount)
 
 
@@ -66,7 +58,7 @@ def _json(data: str | dict[str, Any]) -> dict[str, Any]:
 
 
 def _key_stored(shop: Shop, key: str) -> bool:
-    return bool(_rows(shop, "SELECT key FROM idempotency_records WHERE key = ?", key))
+    return bool(rows(shop, "SELECT key FROM idempotency_records WHERE key = ?", key))
 
 
 def test_statuses_and_problems_are_the_services(shop: Shop, served: Served) -> None:
