@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,6 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import OperationalError
 from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import ASGIApp
@@ -231,7 +231,8 @@ async def test_inbox_table_is_checked_once_before_the_first_claim(tmp_path: Path
                 await uow.conn.execute(text("DROP TABLE webhook_inbox"))
             # Checked once: a table dropped later is not looked for again on the hot path.
             headers_, body = signed()
-            with pytest.raises(OperationalError, match="no such table: webhook_inbox"):
+            # The claim runs on the driver's connection (`webhooks.adapters.plans.claim_inbox`).
+            with pytest.raises(sqlite3.OperationalError, match="no such table: webhook_inbox"):
                 await http.post("/", headers=headers_, content=body)
         await got.drain()
     finally:

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from ustun import clock, ids
 from ustun.defaults import DEFAULT_ENDPOINT_MAX_IN_FLIGHT
@@ -110,8 +110,7 @@ def broker_columns(box: SecretBox, endpoint_id: str, url: str) -> dict[str, str]
     return {"url": redact(url), "broker_url": box.seal(url, context=endpoint_id)}
 
 
-async def create(
-    uow: UnitOfWork,
+def new_endpoint(
     box: SecretBox,
     account_id: str,
     *,
@@ -125,8 +124,9 @@ async def create(
     max_in_flight: int = DEFAULT_ENDPOINT_MAX_IN_FLIGHT,
     signature: signing.Scheme = signing.HMAC_SHA256,
     ordering: Ordering = UNORDERED,
-) -> tuple[str, Signer]:
-    """Insert an endpoint with a fresh signing key; return its id and the key (shown once).
+) -> tuple[dict[str, Any], Signer]:
+    """The row of a new endpoint with a fresh signing key (sealed in it), and the key (shown
+    once); `webhooks.adapters.plans.insert_endpoint` writes it on any connection.
 
     A broker endpoint (`kind` rabbitmq or nats) publishes to `destination` at `url`.
     `ValueError` if `rate_limit` is out of bounds (`rate_limit_refusal`).
@@ -138,30 +138,37 @@ async def create(
     secret = signing.new_key(signature)
     now = clock.now()
     urls = {"url": url} if kind == HTTP else broker_columns(box, endpoint_id, url)
-    await for_connection(uow.conn).insert_endpoint(
-        uow,
-        dict(
-            id=endpoint_id,
-            account_id=account_id,
-            kind=kind,
-            destination=destination,
-            **urls,
-            description=description,
-            events=json.dumps(list(events)),
-            payload=payload,
-            enabled=True,
-            rate_limit=rate_limit,
-            max_in_flight=max_in_flight,
-            ordering=ordering,
-            version=1,
-            signature=signature,
-            public_key=signing.public_key(secret),
-            secret=box.seal(str(secret), context=endpoint_id),
-            created_at=now,
-            updated_at=now,
-        ),
+    row = dict(
+        id=endpoint_id,
+        account_id=account_id,
+        kind=kind,
+        destination=destination,
+        **urls,
+        description=description,
+        events=json.dumps(list(events)),
+        payload=payload,
+        enabled=True,
+        rate_limit=rate_limit,
+        max_in_flight=max_in_flight,
+        ordering=ordering,
+        version=1,
+        signature=signature,
+        public_key=signing.public_key(secret),
+        secret=box.seal(str(secret), context=endpoint_id),
+        created_at=now,
+        updated_at=now,
     )
-    return endpoint_id, secret
+    return row, secret
+
+
+async def create(
+    uow: UnitOfWork, box: SecretBox, account_id: str, **fields: Any
+) -> tuple[str, Signer]:
+    """Insert an endpoint (`fields` as `new_endpoint` takes them) with a fresh signing key;
+    return its id and the key (shown once)."""
+    row, secret = new_endpoint(box, account_id, **fields)
+    await for_connection(uow.conn).insert_endpoint(uow, row)
+    return row["id"], secret
 
 
 async def rotate(uow: UnitOfWork, box: SecretBox, row: Endpoint) -> Signer:

@@ -127,6 +127,19 @@ async def endpoint_head(
         return row, await for_connection(conn).fifo_head(conn, endpoint_id)
 
 
+async def checked_endpoint(fields: Mapping[str, Any], *, allow_private: bool) -> dict[str, Any]:
+    """The columns `endpoints.new_endpoint` takes for `fields` (as the API's body), once its
+    rate limit, broker destination and URL are checked: 422 `validation-error` if one is
+    refused. The URL's host is looked up (no transaction should be open)."""
+    values = _destination_fields(fields)
+    kind = values.get("kind", endpoints.HTTP)
+    check_rate_limit(values.get("rate_limit"))
+    if kind in DESTINATION_FIELD:
+        check_name(kind, values.get("destination") or "")
+    await check_url(kind, values["url"], allow_private=allow_private)
+    return values
+
+
 async def create_endpoint(
     db: Database,
     box: SecretBox,
@@ -138,12 +151,7 @@ async def create_endpoint(
 ) -> tuple[Endpoint, Signer]:
     """Subscribe a URL or a broker destination (`fields` as the API's body: a broker's
     `exchange` or `subject`, the rest as `endpoints.create` takes them); the row and its secret."""
-    values = _destination_fields(fields)
-    kind = values.get("kind", endpoints.HTTP)
-    check_rate_limit(values.get("rate_limit"))
-    if kind in DESTINATION_FIELD:
-        check_name(kind, values.get("destination") or "")
-    await check_url(kind, values["url"], allow_private=allow_private)
+    values = await checked_endpoint(fields, allow_private=allow_private)
     async with db.unit_of_work() as uow:
         await quotas.reserve_endpoint(uow, account_id, max_endpoints)
         endpoint_id, secret = await endpoints.create(uow, box, account_id, **values)
@@ -280,11 +288,10 @@ async def retry_delivery(db: Database, account_id: str, delivery_id: str) -> Del
     store = for_database(db)
     async with db.unit_of_work() as uow:
         row = await _delivery(uow.conn, account_id, delivery_id)
-        if not await store.endpoint_enabled(uow.conn, row.endpoint_id):
+        if not await store.retry(uow, row, transition(row.status, Change.RESEND), clock.now()):
             raise ProblemError(
                 "state-conflict",
                 f"Endpoint {row.endpoint_id} is disabled: enable it, then retry.",
             )
-        await store.resend(uow, delivery_id, transition(row.status, Change.RESEND), clock.now())
         await wake(uow)
         return await _delivery(uow.conn, account_id, delivery_id)

@@ -335,14 +335,11 @@ class WebhookStore(ReceivingStore, Protocol):
         """A delivery's attempts, oldest first."""
         ...
 
-    async def endpoint_enabled(self, conn: AsyncConnection, endpoint_id: str) -> bool:
-        """Whether the endpoint exists and is enabled."""
-        ...
-
-    async def resend(
-        self, uow: UnitOfWork, delivery_id: str, status: Status, now: datetime
-    ) -> None:
-        """Make the delivery due now with `status`, out of any worker's lease."""
+    async def retry(
+        self, uow: UnitOfWork, delivery: Delivery, status: Status, now: datetime
+    ) -> bool:
+        """Make the delivery due now with `status`, out of any worker's lease, if its endpoint is
+        enabled; False (nothing changed) if it is not."""
         ...
 
     async def resend_endpoint(

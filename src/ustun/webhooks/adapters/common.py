@@ -17,7 +17,6 @@ from sqlalchemy import (
     case,
     delete,
     func,
-    insert,
     select,
     tuple_,
     update,
@@ -103,7 +102,7 @@ class SqlStore:
 
     async def insert_endpoint(self, uow: UnitOfWork, values: Mapping[str, Any]) -> None:
         """Insert a new endpoint row."""
-        await uow.conn.execute(insert(endpoints).values(**values))
+        await run(plans.insert_endpoint(values), uow.conn)
 
     async def change_endpoint(
         self,
@@ -331,22 +330,12 @@ class SqlStore:
         )
         return [Attempt._make(row) for row in tried]
 
-    async def endpoint_enabled(self, conn: AsyncConnection, endpoint_id: str) -> bool:
-        """Whether the endpoint exists and is enabled."""
-        enabled = await conn.scalar(
-            select(endpoints.c.enabled).where(endpoints.c.id == endpoint_id)
-        )
-        return bool(enabled)
-
-    async def resend(
-        self, uow: UnitOfWork, delivery_id: str, status: Status, now: datetime
-    ) -> None:
-        """Make the delivery due now with `status`, out of any worker's lease."""
-        await uow.conn.execute(
-            update(deliveries)
-            .where(deliveries.c.id == delivery_id)
-            .values(status=status.value, next_attempt_at=now, lease_token=None, updated_at=now)
-        )
+    async def retry(
+        self, uow: UnitOfWork, delivery: Delivery, status: Status, now: datetime
+    ) -> bool:
+        """The delivery due now with `status`, through the plan any connection runs."""
+        plan = plans.retry(delivery.id, delivery.endpoint_id, status, now, notify=False)
+        return await run(plan, uow.conn)
 
     async def resend_endpoint(
         self,
@@ -376,34 +365,11 @@ class SqlStore:
         self, uow: UnitOfWork, webhook_id: str, event_type: str, *, now: datetime, stale: datetime
     ) -> bool:
         """Insert the id unless it is there; else take it over if unfinished and stale."""
-        values = {"webhook_id": webhook_id, "type": event_type, "received_at": now}
-        inserted = await uow.conn.execute(
-            dialects.insert(uow.conn, inbox)
-            .values(**values, handler_attempts=0)
-            .on_conflict_do_nothing(index_elements=[inbox.c.webhook_id])
-            .returning(inbox.c.webhook_id)
-        )
-        if inserted.first() is not None:
-            return True
-        retaken = await uow.conn.execute(
-            update(inbox)
-            .where(
-                inbox.c.webhook_id == webhook_id,
-                inbox.c.handled_at.is_(None),
-                inbox.c.received_at < stale,
-            )
-            .values(received_at=now)
-            .returning(inbox.c.webhook_id)
-        )
-        return retaken.first() is not None
+        return await run(plans.claim_inbox(webhook_id, event_type, now=now, stale=stale), uow.conn)
 
     async def inbox_done(self, uow: UnitOfWork, webhook_id: str, now: datetime) -> None:
         """The id's handler finished at `now`."""
-        await uow.conn.execute(
-            update(inbox)
-            .where(inbox.c.webhook_id == webhook_id)
-            .values(handled_at=now, handler_attempts=inbox.c.handler_attempts + 1)
-        )
+        await run(plans.inbox_done(webhook_id, now), uow.conn)
 
     async def inbox_failed(self, uow: UnitOfWork, webhook_id: str, error: str) -> None:
         """The id's handler gave up with `error` (its first 2,000 characters kept)."""

@@ -3,7 +3,9 @@ async engine's unit of work or on any synchronous DB-API connection (sqlite3, ps
 
 `emit(event, endpoint_id, notify=...)` is what the outbox writes: the event row, one delivery
 per endpoint that gets it, and on PostgreSQL the NOTIFY that wakes dispatchers once the
-transaction commits. A Django or Flask app runs it on its own connection, in its own transaction:
+transaction commits. `insert_endpoint` registers an endpoint, `retry` sends a delivery again,
+`claim_inbox`/`inbox_done` are a receiver's inbox. A Django or Flask app runs them on its own
+connection, in its own transaction:
 
     run_sync(plans.emit(event, None, notify=True), DbapiConnection(connection, "postgresql"))
 """
@@ -11,16 +13,19 @@ transaction commits. A Django or Flask app runs it on its own connection, in its
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import String, bindparam, insert, text
+from sqlalchemy import String, bindparam, insert, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from ustun import ids
 from ustun.store.plans import Plan, count, rows
 from ustun.store.statements import Statement
 from ustun.webhooks.sending.wakeup import CHANNEL
 from ustun.webhooks.states import Status
-from ustun.webhooks.tables import deliveries, events
+from ustun.webhooks.tables import deliveries, endpoints, events, inbox
 
 # The event row and, in the same statement, the ids of the endpoints that get a delivery: the
 # account's enabled ones whose filter (`webhooks.patterns.matches`: `*`, an exact type or
@@ -112,5 +117,96 @@ def emit(event: Mapping[str, Any], endpoint_id: str | None, *, notify: bool) -> 
         )
         queued.append(delivery_id)
     if queued and notify:
-        yield count(NOTIFY, {"channel": CHANNEL})
+        yield from wake()
     return queued
+
+
+def wake() -> Plan[None]:
+    """NOTIFY dispatchers (PostgreSQL only), once the transaction commits."""
+    yield count(NOTIFY, {"channel": CHANNEL})
+
+
+# Every column of an endpoint; those a new endpoint leaves out (its previous secret, say) NULL.
+INSERT_ENDPOINT = Statement(
+    insert(endpoints).values({c.name: bindparam(c.name, type_=c.type) for c in endpoints.c})
+)
+
+
+def insert_endpoint(values: Mapping[str, Any]) -> Plan[None]:
+    """Insert a new endpoint row (`webhooks.endpoints.new_endpoint` makes its columns)."""
+    yield count(INSERT_ENDPOINT, values)
+
+
+ENDPOINT_ENABLED = Statement(
+    select(endpoints.c.enabled).where(endpoints.c.id == bindparam("endpoint_id"))
+)
+_NOW = bindparam("now", type_=deliveries.c.updated_at.type)
+RESEND = Statement(
+    update(deliveries)
+    .where(deliveries.c.id == bindparam("delivery_id"))
+    .values(status=bindparam("status"), next_attempt_at=_NOW, lease_token=None, updated_at=_NOW)
+)
+
+
+def retry(
+    delivery_id: str, endpoint_id: str, status: Status, now: datetime, *, notify: bool
+) -> Plan[bool]:
+    """Make the delivery due `now` with `status`, out of any worker's lease, if its endpoint
+    exists and is enabled (False, nothing changed, if not); with `notify` (PostgreSQL), NOTIFY
+    dispatchers."""
+    found = yield rows(ENDPOINT_ENABLED, {"endpoint_id": endpoint_id})
+    if not (found and found[0].enabled):
+        return False
+    yield count(RESEND, {"delivery_id": delivery_id, "status": status.value, "now": now})
+    if notify:
+        yield from wake()
+    return True
+
+
+# A receiver's inbox: the id inserted unless it is there, else taken over if its handler never
+# finished and it was claimed before `stale`; marked handled at `now`.
+_RECEIVED = {
+    "webhook_id": bindparam("webhook_id"),
+    "type": bindparam("type"),
+    "received_at": bindparam("now", type_=inbox.c.received_at.type),
+    "handler_attempts": 0,
+}
+CLAIM_INBOX = Statement(
+    pg_insert(inbox).values(_RECEIVED).on_conflict_do_nothing(index_elements=["webhook_id"]),
+    per_dialect={
+        "sqlite": sqlite_insert(inbox)
+        .values(_RECEIVED)
+        .on_conflict_do_nothing(index_elements=["webhook_id"])
+    },
+)
+RETAKE_INBOX = Statement(
+    update(inbox)
+    .where(
+        inbox.c.webhook_id == bindparam("webhook_id"),
+        inbox.c.handled_at.is_(None),
+        inbox.c.received_at < bindparam("stale", type_=inbox.c.received_at.type),
+    )
+    .values(received_at=bindparam("now", type_=inbox.c.received_at.type))
+)
+INBOX_DONE = Statement(
+    update(inbox)
+    .where(inbox.c.webhook_id == bindparam("webhook_id"))
+    .values(
+        handled_at=bindparam("now", type_=inbox.c.handled_at.type),
+        handler_attempts=inbox.c.handler_attempts + 1,
+    )
+)
+
+
+def claim_inbox(webhook_id: str, event_type: str, *, now: datetime, stale: datetime) -> Plan[bool]:
+    """Whether this delivery of `webhook_id` runs its handler: the id is new, or its handler
+    never finished and it was claimed before `stale` (its claimer is presumed dead)."""
+    params = {"webhook_id": webhook_id, "type": event_type, "now": now, "stale": stale}
+    if (yield count(CLAIM_INBOX, params)):
+        return True
+    return bool((yield count(RETAKE_INBOX, params)))
+
+
+def inbox_done(webhook_id: str, now: datetime) -> Plan[None]:
+    """The id's handler finished at `now`."""
+    yield count(INBOX_DONE, {"webhook_id": webhook_id, "now": now})
