@@ -1,11 +1,15 @@
-"""The jobs pillar's write path as plans (`ustun.store.plans`): written once, run on the async
-engine's unit of work or on any synchronous DB-API connection (sqlite3, psycopg 3, Django's).
+"""The jobs pillar's write path and its reads of one job as plans (`ustun.store.plans`):
+written once, run on the async engine's unit of work or on any synchronous DB-API connection
+(sqlite3, psycopg 3, Django's).
 
 `enqueue(job, max_pending=...)` is what `ustun.jobs.enqueue` writes: the per-account quota
 check (the queue locked until the transaction ends, then its pending jobs counted) and the
 job's row. A Django or Flask app runs it on its own connection, in its own transaction:
 
     run_sync(plans.enqueue(job, max_pending=100), DbapiConnection(connection, "postgresql"))
+
+`job_of`, `named_job`, `events_after` and `result` read one job, its events (the SSE replay) and
+its stored result: the async store runs the same statements on `db.read()`.
 """
 
 from __future__ import annotations
@@ -26,10 +30,11 @@ from sqlalchemy import (
 )
 
 from ustun.jobs import states
-from ustun.jobs.records import Job
-from ustun.jobs.tables import jobs, queue_of
+from ustun.jobs.records import Job, JobEvent, Result
+from ustun.jobs.tables import job_events, job_results, jobs, queue_of
 from ustun.store.plans import Plan, count, rows
-from ustun.store.statements import Statement
+from ustun.store.statements import FastRow, Statement
+from ustun.store.tables import accounts
 
 # A new job's row: what every new job has in common is literal, the nullable columns left out
 # (NULL).
@@ -117,3 +122,60 @@ def enqueue(job: Job, *, max_pending: int | None = None) -> Plan[bool]:
         return False
     yield from insert_jobs([job])
     return True
+
+
+# The account a job belongs to: a job of no account (None) is matched by None.
+_OF_ACCOUNT = jobs.c.account_id.is_not_distinct_from(bindparam("account_id", type_=String()))
+_JOB_ID = bindparam("job_id", type_=String())
+JOB = Statement(select(jobs).where(jobs.c.id == _JOB_ID, _OF_ACCOUNT))
+# A host app names its tenants (`account` is the name ustun keeps an accounts row for): reading
+# one of their jobs makes no account row.
+NAMED_JOB = Statement(
+    select(jobs)
+    .join(accounts, accounts.c.id == jobs.c.account_id)
+    .where(jobs.c.id == _JOB_ID, accounts.c.name == bindparam("account", type_=String()))
+)
+EVENTS_AFTER = Statement(
+    select(job_events)
+    .where(
+        job_events.c.job_id == _JOB_ID,
+        job_events.c.version > bindparam("after", type_=Integer()),
+    )
+    .order_by(job_events.c.version)
+    .limit(bindparam("at_most", type_=Integer()))
+)
+RESULT = Statement(
+    select(job_results.c.content, job_results.c.media_type, job_results.c.filename)
+    .join(jobs, jobs.c.id == job_results.c.job_id)
+    .where(jobs.c.id == _JOB_ID, _OF_ACCOUNT)
+)
+# Events per read of one job's (a job retried many times has more: read on from the last).
+EVENTS_PAGE = 100
+
+
+def _one_job(found: list[FastRow]) -> Job | None:
+    return Job(**found[0]._mapping) if found else None
+
+
+def job_of(job_id: str, *, account_id: str | None) -> Plan[Job | None]:
+    """The job `job_id` of the account `account_id`, or None."""
+    return _one_job((yield rows(JOB, {"job_id": job_id, "account_id": account_id})))
+
+
+def named_job(job_id: str, *, account: str) -> Plan[Job | None]:
+    """The job `job_id` of the account named `account`, or None."""
+    return _one_job((yield rows(NAMED_JOB, {"job_id": job_id, "account": account})))
+
+
+def events_after(job: Job, version: int, *, at_most: int = EVENTS_PAGE) -> Plan[list[JobEvent]]:
+    """The job's events newer than `version`, oldest first, `at_most` of its event rows; from
+    0, its creation first (read from the job: its first version has no event row)."""
+    found = yield rows(EVENTS_AFTER, {"job_id": job.id, "after": version, "at_most": at_most})
+    events = [JobEvent(**row._mapping) for row in found]
+    return [JobEvent.created(job), *events] if version < 1 else events
+
+
+def result(job_id: str, *, account_id: str | None) -> Plan[Result | None]:
+    """The stored result of the job `job_id` of `account_id`, if it produced one."""
+    found = yield rows(RESULT, {"job_id": job_id, "account_id": account_id})
+    return Result(found[0].content, found[0].media_type, found[0].filename) if found else None

@@ -367,8 +367,7 @@ class SqlJobStore(abc.ABC):
     async def get(self, db: Database, job_id: str, *, account_id: str | None) -> Job | None:
         """The job `job_id` of `account_id`, or None."""
         async with db.read() as conn:
-            row = (await conn.execute(select(jobs).where(*_owned(job_id, account_id)))).first()
-        return Job.from_row(row) if row else None
+            return await run(plans.job_of(job_id, account_id=account_id), conn, begin=False)
 
     async def cancel(self, uow: UnitOfWork, job_id: str, *, account_id: str | None) -> Job | None:
         """Cancel a pending job at once, or ask a processing one to stop (cooperatively).
@@ -402,28 +401,12 @@ class SqlJobStore(abc.ABC):
     async def events_after(self, db: Database, job: Job, version: int) -> list[JobEvent]:
         """The job's events newer than `version`, oldest first, at most 100 (the SSE replay)."""
         async with db.read() as conn:
-            rows = (
-                await conn.execute(
-                    select(job_events)
-                    .where(job_events.c.job_id == job.id, job_events.c.version > version)
-                    .order_by(job_events.c.version)
-                    .limit(100)
-                )
-            ).all()
-        events = [JobEvent(**row._mapping) for row in rows]
-        return [JobEvent.created(job), *events] if version < 1 else events
+            return await run(plans.events_after(job, version), conn, begin=False)
 
     async def result(self, db: Database, job_id: str, *, account_id: str | None) -> Result | None:
         """The stored result of a finished job of `account_id`, if it produced one."""
         async with db.read() as conn:
-            row = (
-                await conn.execute(
-                    select(job_results)
-                    .join(jobs, jobs.c.id == job_results.c.job_id)
-                    .where(*_owned(job_id, account_id))
-                )
-            ).first()
-        return Result(row.content, row.media_type, row.filename) if row else None
+            return await run(plans.result(job_id, account_id=account_id), conn, begin=False)
 
     async def page(
         self,
