@@ -2,7 +2,7 @@
 the view's own transaction, on Django's connection.
 
 `INSTALLED_APPS += ["ustun.django"]`, `MIDDLEWARE += ["ustun.django.IdempotencyMiddleware"]`,
-then `@idempotent`, `emit`, `enqueue`, `accepted` (see docs/django.md).
+then `@idempotent`, `emit`, `enqueue`, `accepted`, `endpoints`, `receiver` (see docs/django.md).
 """
 
 from __future__ import annotations
@@ -10,18 +10,30 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ustun.django import endpoints
     from ustun.django.idempotency import idempotent
     from ustun.django.middleware import IdempotencyMiddleware
     from ustun.django.outbox import accepted, emit, enqueue
+    from ustun.django.receiving import receiver
 
-__all__ = ["IdempotencyMiddleware", "accepted", "emit", "enqueue", "idempotent"]
+__all__ = [
+    "IdempotencyMiddleware",
+    "accepted",
+    "emit",
+    "endpoints",
+    "enqueue",
+    "idempotent",
+    "receiver",
+]
 
 _HOMES = {
     "IdempotencyMiddleware": "ustun.django.middleware",
     "accepted": "ustun.django.outbox",
     "emit": "ustun.django.outbox",
+    "endpoints": "ustun.django.endpoints",
     "enqueue": "ustun.django.outbox",
     "idempotent": "ustun.django.idempotency",
+    "receiver": "ustun.django.receiving",
 }
 
 
@@ -32,4 +44,6 @@ def __getattr__(name: str) -> Any:
 
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(_HOMES[name]), name)
+    home = import_module(_HOMES[name])
+    # A submodule (`endpoints`) is its own export.
+    return home if home.__name__ == f"{__name__}.{name}" else getattr(home, name)

@@ -1,0 +1,58 @@
+"""Webhook endpoints of a Django project's accounts, registered on Django's connection.
+
+    from ustun.django import endpoints
+
+    endpoint = endpoints.create(str(user.pk), "https://example.com/hooks", ["payment.*"])
+    endpoint.secret  # "whsec_…": show it to its owner now, it is never shown again
+
+The endpoint gets the account's events from `emit` (the same `account` string), delivered by
+`manage.py ustun_worker`. Its URL is checked as the service checks one (scheme, host, and the
+addresses it resolves to: private ones only with `USTUN["WEBHOOK_ALLOW_PRIVATE"]`), and its
+signing secret is sealed with `USTUN["SECRET_KEY"]` (by default Django's `SECRET_KEY`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from asgiref.sync import async_to_sync
+from django.db import transaction
+
+from ustun.django.conf import alias, ustun_settings
+from ustun.django.db import host_connection
+from ustun.service.runtime.webhook_runtime import secret_box
+from ustun.store.accounts import account_id
+from ustun.store.plans import run_sync
+from ustun.webhooks.adapters import plans
+from ustun.webhooks.endpoints import new_endpoint
+from ustun.webhooks.operations import checked_endpoint
+
+
+class NewEndpoint(NamedTuple):
+    """An endpoint just registered: its id and its signing secret, shown this once."""
+
+    id: str
+    secret: str
+
+
+def create(
+    account: str, url: str, event_types: Sequence[str] = ("*",), **options: Any
+) -> NewEndpoint:
+    """Register `url` for `account`'s events of `event_types` (exact types, `payment.*`, `*`),
+    in the transaction open on ustun's database if any (it exists only if that commits).
+
+    `options` are the service's endpoint fields (`description`, `rate_limit`,
+    `max_in_flight`, `ordering`, `signature`, `payload`). A refused URL or option raises
+    `ProblemError` 422 `validation-error` (the middleware answers it as problem+json).
+    """
+    settings = ustun_settings()
+    fields = {"url": url, "events": list(event_types), **options}
+    # Checked before the transaction: the URL's host is looked up.
+    values = async_to_sync(checked_endpoint)(fields, allow_private=settings.webhook_allow_private)
+    conn = host_connection()
+    with transaction.atomic(using=alias()):
+        owner = run_sync(account_id(account), conn)
+        row, secret = new_endpoint(secret_box(settings), owner, **values)
+        run_sync(plans.insert_endpoint(row), conn)
+    return NewEndpoint(row["id"], str(secret))
