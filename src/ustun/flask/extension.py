@@ -13,15 +13,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from flask import Flask, current_app
 from flask.globals import app_ctx
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
+from flask import Flask, current_app
 from ustun.errors import ProblemError
 from ustun.flask.problems import response_of
 from ustun.settings import Settings
-from ustun.store.dbapi import DbapiConnection, DialectName, Paramstyle
+from ustun.store.dbapi import DbapiConnection, begin_immediate, sqlalchemy_connection
 
 if TYPE_CHECKING:
     from flask_sqlalchemy import SQLAlchemy
@@ -31,8 +31,6 @@ PREFIX = "USTUN_"
 FLASK_ONLY = frozenset({"USTUN_IDEMPOTENCY_SCOPE"})
 EXTENSION = "ustun"
 SETTINGS = "ustun.settings"
-# sqlite3's own parameter style, and psycopg's.
-PARAMSTYLES: dict[DialectName, Paramstyle] = {"sqlite": "qmark", "postgresql": "format"}
 
 
 class Ustun:
@@ -85,19 +83,6 @@ class Ustun:
         """The engine of the session's (default) database."""
         return self._engine()
 
-    @property
-    def dialect(self) -> DialectName:
-        """`sqlite` or `postgresql`, after checking the driver is one ustun runs on."""
-        backend, driver = self.engine.dialect.name, self.engine.driver
-        if backend == "sqlite" and driver == "pysqlite":
-            return "sqlite"
-        if backend == "postgresql" and driver in ("psycopg", "psycopg2"):
-            return "postgresql"
-        raise RuntimeError(
-            "ustun runs on SQLite (sqlite3) and PostgreSQL (psycopg); this engine is "
-            f"{backend}+{driver}"
-        )
-
     def settings(self) -> Settings:
         """ustun's settings for the current app (made once per app): `app.config`'s `USTUN_…`
         keys, on the engine's database; `SECRET_KEY` defaults to Flask's own."""
@@ -123,7 +108,7 @@ class Ustun:
         session's pending ORM writes flushed to it first."""
         session = self.session
         session.flush()
-        return DbapiConnection(_driver(session), self.dialect, paramstyle=PARAMSTYLES[self.dialect])
+        return sqlalchemy_connection(session.connection())
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
@@ -131,10 +116,7 @@ class Ustun:
         when it raises. On SQLite it is begun IMMEDIATE, so that concurrent writers queue for
         the database's lock rather than fail on it."""
         session = self.session
-        if self.dialect == "sqlite":
-            driver = _driver(session)
-            if not driver.in_transaction:
-                driver.execute("BEGIN IMMEDIATE")
+        begin_immediate(sqlalchemy_connection(session.connection()))
         try:
             yield
             session.commit()
@@ -145,11 +127,6 @@ class Ustun:
     def _remove(self, _: BaseException | None) -> None:
         if self._owned is not None:
             self._owned.remove()
-
-
-def _driver(session: Session) -> Any:
-    """The DB-API connection under `session`'s connection (sqlite3's, psycopg's)."""
-    return session.connection().connection.driver_connection
 
 
 def current() -> Ustun:

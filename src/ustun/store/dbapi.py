@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any, Literal
 
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import Connection, Dialect
 
 DialectName = Literal["sqlite", "postgresql"]
 # `qmark` is sqlite3's own; `format` (`%s`) is psycopg's and Django's cursors' on both databases.
@@ -53,3 +53,33 @@ class DbapiConnection:
             yield cursor
         finally:
             cursor.close()
+
+
+# The SQLAlchemy drivers whose DB-API connections ustun's statements run on, and their dialects.
+_DRIVERS: dict[tuple[str, str], DialectName] = {
+    ("sqlite", "pysqlite"): "sqlite",
+    ("postgresql", "psycopg"): "postgresql",
+    ("postgresql", "psycopg2"): "postgresql",
+}
+
+
+def sqlalchemy_connection(conn: Connection) -> DbapiConnection:
+    """The DB-API connection under a synchronous SQLAlchemy `Connection` (a session's
+    `connection()`, an `engine.begin()`'s), in the transaction that has open."""
+    name = _DRIVERS.get((conn.dialect.name, conn.dialect.driver))
+    if name is None:
+        raise ValueError(
+            "ustun runs on SQLite (sqlite3) and PostgreSQL (psycopg); this connection is "
+            f"{conn.dialect.name}+{conn.dialect.driver}"
+        )
+    style: Paramstyle = "qmark" if name == "sqlite" else "format"
+    return DbapiConnection(conn.connection.driver_connection, name, paramstyle=style)
+
+
+def begin_immediate(conn: DbapiConnection) -> None:
+    """On SQLite, begin the connection's transaction IMMEDIATE (unless one is open already), so
+    that concurrent writers queue for the database's write lock rather than fail on it when
+    their reads turn into writes. PostgreSQL needs nothing of the kind."""
+    driver = conn.connection
+    if conn.dialect.name == "sqlite" and not driver.in_transaction:
+        driver.execute("BEGIN IMMEDIATE")

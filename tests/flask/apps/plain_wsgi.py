@@ -1,0 +1,48 @@
+"""A WSGI app that is not Flask, under `ustun.wsgi.IdempotencyMiddleware` (plain mode: the app
+commits on its own). `POST /orders` writes an order and answers 201; `POST /orders/raise`
+raises before writing; `POST /orders/fail` answers 503 without writing."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Column, Integer, MetaData, Table, create_engine, insert
+
+from ustun.wsgi import IdempotencyMiddleware
+
+url = os.environ["SHOP_DATABASE_URL"]
+engine = create_engine(url, connect_args={"timeout": 30} if url.startswith("sqlite") else {})
+orders = Table(
+    "wsgi_order",
+    MetaData(),
+    Column("id", Integer, primary_key=True),
+    Column("amount", Integer, nullable=False),
+)
+orders.metadata.create_all(engine)
+
+
+def orders_app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+    path = environ["PATH_INFO"]
+    if environ["REQUEST_METHOD"] != "POST" or not path.startswith("/orders"):
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found"]
+    if path == "/orders/raise":
+        raise RuntimeError("the app failed")
+    if path == "/orders/fail":
+        start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+        return [b"try later"]
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    amount = int(json.loads(environ["wsgi.input"].read(length))["amount"])
+    with engine.begin() as conn:
+        order_id = conn.execute(insert(orders).values(amount=amount)).inserted_primary_key[0]
+    body = json.dumps({"id": order_id, "amount": amount}).encode()
+    start_response("201 Created", [("Content-Type", "application/json")])
+    return [body]
+
+
+app = IdempotencyMiddleware(
+    orders_app, url, prefix="/orders", policy="required", store_server_errors=False
+)
