@@ -32,6 +32,7 @@ from ustun.defaults import (
     DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_HEADERS,
     DEFAULT_MAX_PENDING_JOBS,
+    DEFAULT_MAX_REQUESTS_IN_FLIGHT,
     DEFAULT_MAX_STREAMS,
     DEFAULT_MAX_STREAMS_PER_ACCOUNT,
     DEFAULT_PORT,
@@ -106,6 +107,9 @@ class Settings(BaseSettings):
     # `rate_burst` (see `ustun.http.ratelimit`).
     rate_limit: float = Field(default=DEFAULT_RATE_LIMIT, ge=0, allow_inf_nan=False)
     rate_burst: int = Field(default=DEFAULT_RATE_BURST, ge=1, le=MAX_SF_INTEGER)
+    # Requests of one account one process works on at once (0: no cap); the rest wait their
+    # turn (see `ustun.service.plumbing.in_flight`).
+    max_requests_in_flight: int = Field(default=DEFAULT_MAX_REQUESTS_IN_FLIGHT, ge=0)
     # What `ustun serve` takes from one connection (see `ustun.service.runtime.server`).
     max_header_bytes: int = Field(default=DEFAULT_MAX_HEADER_BYTES, ge=1)
     max_headers: int = Field(default=DEFAULT_MAX_HEADERS, ge=1)

@@ -29,8 +29,12 @@ WINDOW = 1.0  # seconds of open streams measured
 
 @pytest.fixture
 async def app(settings: Settings, db: Database) -> AsyncIterator[FastAPI]:
-    """The service in-process, lifespan included, with room for every stream of a test."""
-    roomy = settings.model_copy(update={"max_streams_per_account": 2 * STREAMS})
+    """The service in-process, lifespan included, with room for every stream of a test, all
+    opening at once (past its requests in flight an account's streams open a few at a time)."""
+    room = 2 * STREAMS
+    roomy = settings.model_copy(
+        update={"max_streams_per_account": room, "max_requests_in_flight": room}
+    )
     service = create_app(roomy, db=db)
     async with service.router.lifespan_context(service):
         yield service

@@ -27,6 +27,7 @@ from ustun.service.plumbing import problems
 from ustun.service.plumbing.auth_failures import FailureLimiter
 from ustun.service.plumbing.bodies import json_media_type
 from ustun.service.plumbing.body_limit import BodyLimitMiddleware
+from ustun.service.plumbing.in_flight import AccountSlots, InFlightMiddleware
 from ustun.service.plumbing.methods import MethodsMiddleware
 from ustun.service.plumbing.metrics import Metrics
 from ustun.service.plumbing.middleware import (
@@ -156,6 +157,9 @@ def create_app(
         problem_base=settings.public_base_url,
     )
     app.add_middleware(MethodsMiddleware, routes=app.routes)
+    if settings.max_requests_in_flight:  # inside the rate's check: a refused request never waits
+        app.state.request_slots = AccountSlots(settings.max_requests_in_flight)
+        app.add_middleware(InFlightMiddleware, slots=app.state.request_slots)
     if settings.rate_limit:  # inside AuthMiddleware (added after it): it needs the account
         app.add_middleware(
             RequestRateMiddleware, rate=settings.rate_limit, burst=settings.rate_burst
