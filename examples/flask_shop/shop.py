@@ -20,7 +20,7 @@ from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import Integer, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from ustun.flask import Ustun, accepted, conditional, emit, enqueue, etag, idempotent
+from ustun.flask import Ustun, accepted, conditional, emit, endpoints, enqueue, etag, idempotent
 
 USERS = {"ann": "ann-password", "bob": "bob-password"}
 
@@ -106,6 +106,16 @@ def payment(payment_id: int) -> tuple[dict[str, Any], dict[str, str]]:
 @idempotent("required")
 def receipt(payment_id: int) -> Any:
     return accepted(enqueue("receipt", {"payment": payment_id}, account=account()))
+
+
+@app.post("/webhook-endpoints")
+@idempotent("required")
+def register() -> tuple[dict[str, Any], int, dict[str, str]]:
+    """An endpoint for the signed-in account's events; its secret is shown this once."""
+    body = request.get_json()
+    made = endpoints.create(account(), body["url"], body.get("events", ["*"]))
+    # no-store: the answer kept for a retry of this key is sealed, as the secret must be.
+    return {"id": made.id, "secret": made.secret}, 201, {"Cache-Control": "no-store"}
 
 
 @app.cli.command("init-db")

@@ -13,9 +13,19 @@ See docs/flask.md.
 
 from __future__ import annotations
 
+from ustun.flask import endpoints
 from ustun.flask.conditional import conditional, etag
 from ustun.flask.extension import Ustun
 from ustun.flask.idempotency import idempotent
 from ustun.flask.outbox import accepted, emit, enqueue
 
-__all__ = ["Ustun", "accepted", "conditional", "emit", "enqueue", "etag", "idempotent"]
+__all__ = [
+    "Ustun",
+    "accepted",
+    "conditional",
+    "emit",
+    "endpoints",
+    "enqueue",
+    "etag",
+    "idempotent",
+]

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ustun import clock, ids
 from ustun.defaults import DEFAULT_ENDPOINT_MAX_IN_FLIGHT
 from ustun.http.signature import Signer, signer
 from ustun.store import UnitOfWork
+from ustun.store.accounts import account_id as named_account
+from ustun.store.dbapi import DbapiConnection
+from ustun.store.plans import run_sync
 from ustun.webhooks import signing
 from ustun.webhooks.adapters import for_connection
+from ustun.webhooks.adapters import plans as webhook_plans
 from ustun.webhooks.brokers.destinations import Destination, redact
 from ustun.webhooks.records import Endpoint
 from ustun.webhooks.secretbox import SecretBox
@@ -159,6 +163,24 @@ def new_endpoint(
         updated_at=now,
     )
     return row, secret
+
+
+class NewEndpoint(NamedTuple):
+    """An endpoint just registered: its id and its signing secret, shown this once."""
+
+    id: str
+    secret: str
+
+
+def insert_on(
+    conn: DbapiConnection, box: SecretBox, account: str, values: Mapping[str, Any]
+) -> NewEndpoint:
+    """Register an endpoint of the account named `account` (made on first use) on a host
+    framework's connection, in the transaction it has open: `values` the columns
+    `operations.checked_endpoint` checked."""
+    row, secret = new_endpoint(box, run_sync(named_account(account), conn), **values)
+    run_sync(webhook_plans.insert_endpoint(row), conn)
+    return NewEndpoint(row["id"], str(secret))
 
 
 async def create(

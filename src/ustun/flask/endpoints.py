@@ -1,0 +1,42 @@
+"""Webhook endpoints of a Flask app's accounts, registered through the request's session.
+
+    from ustun.flask import endpoints
+
+    endpoint = endpoints.create("acme", "https://example.com/hooks", ["payment.*"])
+    endpoint.secret  # "whsec_…": show it to its owner now, it is never shown again
+
+The endpoint gets the account's events from `emit` (the same `account` string), delivered by
+`flask ustun worker`. Its URL is checked as the service checks one (scheme, host, and the
+addresses it resolves to: private ones only with `USTUN_WEBHOOK_ALLOW_PRIVATE`), and its
+signing secret is sealed with `USTUN_SECRET_KEY` (by default the app's `SECRET_KEY`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from ustun.flask.extension import current
+from ustun.service.runtime.webhook_runtime import secret_box
+from ustun.webhooks.endpoints import NewEndpoint, insert_on
+from ustun.webhooks.operations import checked_endpoint
+
+
+def create(
+    account: str, url: str, event_types: Sequence[str] = ("*",), **options: Any
+) -> NewEndpoint:
+    """Register `url` for `account`'s events of `event_types` (exact types, `payment.*`, `*`)
+    in the session's transaction: it exists once that commits (`@idempotent` commits it, or
+    your `db.session.commit()`).
+
+    `options` are the service's endpoint fields (`description`, `rate_limit`,
+    `max_in_flight`, `ordering`, `signature`, `payload`). A refused URL or option raises
+    `ProblemError` 422 `validation-error` (answered as problem+json).
+    """
+    ustun = current()
+    settings = ustun.settings()
+    fields = {"url": url, "events": list(event_types), **options}
+    # Checked before any write: the URL's host is looked up.
+    values = asyncio.run(checked_endpoint(fields, allow_private=settings.webhook_allow_private))
+    return insert_on(ustun.connection(), secret_box(settings), account, values)

@@ -1,0 +1,106 @@
+"""Webhooks from the example Flask shop on both databases: an endpoint registered by
+`endpoints.create` in an `@idempotent` view (its secret shown once, sealed for the replay), the
+event of a committed payment delivered by `flask --app shop ustun worker` and verified with the
+`standardwebhooks` package, and none from a view that raised."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from standardwebhooks import Webhook
+
+from flask_support import BIN, Served, Shop, rows
+from support import wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+@dataclass
+class Receiver:
+    """A webhook endpoint on a local port: records each request's headers and body, answers
+    204."""
+
+    received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        received = self.received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["content-length"]))
+                received.append((dict(self.headers.items()), body))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        return Handler
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[Receiver, str]]:
+    """A receiver and its URL, served in a thread for the test."""
+    found = Receiver()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), found.handler())
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield found, f"http://127.0.0.1:{server.server_address[1]}/hooks"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def served(shop: Shop) -> Served:
+    """The shop under gunicorn, and its worker."""
+    shop.start(str(BIN / "flask"), "--app", "shop", "ustun", "worker", log="worker.log")
+    return shop.serve(workers=2, threads=4)
+
+
+def test_a_committed_payment_is_delivered_signed_and_a_raised_one_never(
+    shop: Shop, served: Served, receiver: tuple[Receiver, str]
+) -> None:
+    endpoint, url = receiver
+    key = str(uuid.uuid4())
+    with served.client("bob") as bob:
+        register = {"url": url, "events": ["payment.*"]}
+        created = bob.post("/webhook-endpoints", json=register, headers={"Idempotency-Key": key})
+        assert created.status_code == 201, created.text
+        secret = created.json()["secret"]
+        assert secret.startswith("whsec_")
+        # The answer is kept sealed (no-store) and replayed whole, for its own key only.
+        again = bob.post("/webhook-endpoints", json=register, headers={"Idempotency-Key": key})
+        assert (again.headers["idempotent-replayed"], again.json()) == ("true", created.json())
+        refused = bob.post(
+            "/webhook-endpoints",
+            json={"url": "ftp://example.com/hooks"},
+            headers={"Idempotency-Key": str(uuid.uuid4())},
+        )
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["type"] == "/problems/validation-error"
+
+        payment = {"amount": 8008, "currency": "EUR"}
+        failed = bob.post("/faults/raise", json=payment, headers={"Idempotency-Key": "f-1"})
+        assert failed.status_code == 500
+        paid = bob.post("/payments", json=payment, headers={"Idempotency-Key": "p-1"})
+        assert paid.status_code == 201, paid.text
+
+    [(headers, body)] = wait_for(
+        lambda: endpoint.received, timeout=30, what="the event at the endpoint:\n" + shop.logs()
+    )
+    event = Webhook(secret).verify(body, headers)
+    assert (event["type"], event["data"]) == ("payment.created", paid.json())
+    # The raised view's event never committed: bob's account has this one event.
+    events = rows(
+        shop,
+        "SELECT e.id FROM webhook_events e JOIN accounts a ON a.id = e.account_id WHERE a.name = ?",
+        "bob",
+    )
+    assert events == [(event["id"],)]
