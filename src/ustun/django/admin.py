@@ -100,13 +100,15 @@ class WebhookDeliveryAdmin(ReadOnly, DeliveryAdmin):
         now = clock.now()
         retried, refused = 0, []
         with transaction.atomic(using=alias()):
-            for delivery in queryset.only("id", "endpoint_id", "status"):
-                status = transition(delivery.status, Change.RESEND)
-                plan = plans.retry(delivery.id, delivery.endpoint_id, status, now, notify=notify)
+            for delivery_id, endpoint_id, status in queryset.values_list(
+                "id", "endpoint_id", "status"
+            ):
+                resent = transition(status, Change.RESEND)
+                plan = plans.retry(delivery_id, endpoint_id, resent, now, notify=notify)
                 if run_sync(plan, conn):
                     retried += 1
                 else:
-                    refused.append(delivery.id)
+                    refused.append(delivery_id)
         if retried:
             self.message_user(request, f"{retried} deliveries will be sent again now.")
         if refused:
