@@ -164,7 +164,9 @@ def _replaying(first: Message, receive: Receive) -> Receive:
 class IdempotencyMiddleware:
     """Make POST/PATCH under `prefix` safe to retry with an `Idempotency-Key`.
 
-    `default_policy` applies to routes that carry no `idempotency(...)` marker. With
+    `default_policy` applies to routes that carry no `idempotency(...)` marker. `policy_of`
+    reads a route's policy from the request's scope (None: unmarked, "off": no route); by
+    default the marker of the Starlette/FastAPI route it matches. With
     `transactional=True` the store must have a transactional half (`store.transactional`, as
     `SqlRecordStore` on the database the handlers use has).
     `store_server_errors` (plain mode) keeps and replays a 5xx as Stripe does; False releases
@@ -200,6 +202,7 @@ class IdempotencyMiddleware:
         replay_headers: Iterable[str] = (),
         store_server_errors: bool = True,
         scope_of: Callable[[Scope], str] = account_scope,
+        policy_of: Callable[[Scope], Policy | None] = route_policy,
         sealer: Sealer | None = None,
         fingerprint_key: bytes | None = None,
         previous_fingerprint_key: bytes | None = None,
@@ -234,6 +237,7 @@ class IdempotencyMiddleware:
         )
         self.store_server_errors = store_server_errors
         self.scope_of = scope_of
+        self.policy_of = policy_of
         self.sealer = sealer
         self.fingerprint_key = fingerprint_key
         self._fingerprint_keys = tuple(
@@ -258,7 +262,7 @@ class IdempotencyMiddleware:
         await self.app(scope, _replaying(message, receive), send)
 
     def _policy(self, scope: Scope) -> Policy:
-        marked = route_policy(scope)
+        marked = self.policy_of(scope)
         if marked is not None:
             return marked
         return self.default_policy if scope["path"].startswith(self.prefix) else "off"

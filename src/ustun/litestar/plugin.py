@@ -1,0 +1,145 @@
+"""`UstunPlugin(database)`: ustun's idempotency keys in a Litestar app, on its own database.
+
+    db = Database("postgresql://app@db/app")
+    app = Litestar([create_payment], plugins=[UstunPlugin(db)])
+
+    @post("/payments", opt={"idempotency": "required"})
+    async def create_payment(data: Payment, uow: UnitOfWork) -> dict[str, object]:
+        await uow.conn.execute(...)          # commits with the answer stored for the key
+
+The plugin registers the ASGI `IdempotencyMiddleware` in transactional mode on a
+`SqlRecordStore` of `database` (Litestar runs it after routing: a path that does not exist is
+a 404 whatever its key), each handler's policy read from its `opt["idempotency"]`
+(`"required"`, `"optional"`, `"off"`; unmarked POST/PATCH handlers get `default_policy`), the
+unit of work as the dependency `uow` (it joins the middleware's transaction), the
+`Idempotency-Key` header in the OpenAPI document of every handler with a policy, ustun's errors
+(`UstunError`) answered as problem+json, the record table checked at startup and the database
+disposed at shutdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+from litestar import Litestar, Request, Response
+from litestar.config.app import AppConfig
+from litestar.di import Provide
+from litestar.enums import ParamType
+from litestar.middleware import DefineMiddleware
+from litestar.openapi.spec import OpenAPI, Operation, Parameter, Schema
+from litestar.openapi.spec.enums import OpenAPIType
+from litestar.plugins import InitPluginProtocol
+from litestar.routes import HTTPRoute
+from starlette.types import Scope
+
+from ustun.errors import UstunError
+from ustun.http.problem import MEDIA_TYPE, encode, problem
+from ustun.idempotency.middleware import IdempotencyMiddleware
+from ustun.idempotency.policy import POLICIES, Policy
+from ustun.idempotency.sql import SqlRecordStore
+from ustun.problems import problem_of
+from ustun.store import Database, UnitOfWork
+
+# The key of a route handler's `opt` that holds its policy.
+OPT = "idempotency"
+KEY_DESCRIPTION = (
+    "A unique value (a UUIDv4 is ideal) reused unchanged on every retry of this operation, so "
+    "that it takes effect at most once."
+)
+
+
+def handler_policy(scope: Scope) -> Policy | None:
+    """The policy in the matched handler's `opt` (None: unmarked)."""
+    handler = scope.get("route_handler")
+    policy = None if handler is None else handler.opt.get(OPT)
+    if policy is not None and policy not in POLICIES:
+        raise ValueError(f"opt[{OPT!r}] must be one of {POLICIES}, not {policy!r}")
+    return policy
+
+
+class UstunPlugin(InitPluginProtocol):
+    """ustun on `database`: `options` are `IdempotencyMiddleware`'s (`scope_of`,
+    `default_policy`, `prefix`, `sealer`, `fingerprint_key`, `problem_base`, …)."""
+
+    def __init__(self, database: Database, **options: Any) -> None:
+        self.database = database
+        self.store = SqlRecordStore(database)
+        self.options = options
+        self.problem_base: str = options.get("problem_base", "")
+
+    def on_app_init(self, app_config: AppConfig) -> AppConfig:
+        app_config.middleware.append(
+            DefineMiddleware(
+                # Starlette's ASGI types and Litestar's describe the same protocol.
+                cast("Any", IdempotencyMiddleware),
+                store=self.store,
+                transactional=True,
+                policy_of=handler_policy,
+                **self.options,
+            )
+        )
+        app_config.dependencies["uow"] = Provide(self._unit_of_work)
+        app_config.exception_handlers[UstunError] = self._problem
+        app_config.on_startup.append(self._started)
+        app_config.on_shutdown.append(self._stopped)
+        return app_config
+
+    async def _unit_of_work(self) -> AsyncIterator[UnitOfWork]:
+        async with self.database.unit_of_work() as uow:
+            yield uow
+
+    async def _started(self, app: Litestar) -> None:
+        """Check the record table (a missing one stops the app with its one line), and
+        document the `Idempotency-Key` header."""
+        await self.store.prepare()
+        if app.openapi_config is not None:
+            documented(app.openapi_schema, app.routes)
+
+    async def _stopped(self) -> None:
+        await self.database.dispose()
+
+    def _problem(self, request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+        """A `UstunError` as problem+json (`internal-error` for one without a problem type)."""
+        assert isinstance(exc, UstunError)
+        found = problem_of(exc)
+        document = problem(
+            found.slug,
+            found.detail,
+            base=self.problem_base,
+            status=found.status,
+            instance=request.url.path,
+            **found.extensions,
+        )
+        return Response(
+            encode(document),
+            status_code=document["status"],
+            media_type=MEDIA_TYPE,
+            headers=found.headers,
+        )
+
+
+def documented(openapi: OpenAPI, routes: list[Any]) -> None:
+    """Add the `Idempotency-Key` header to the operation of each handler with a policy."""
+    for route in routes:
+        if not isinstance(route, HTTPRoute):
+            continue
+        item = (openapi.paths or {}).get(route.path_format or "/")
+        for handler in route.route_handlers:
+            policy = handler.opt.get(OPT)
+            if item is None or policy in (None, "off"):
+                continue
+            for method in handler.http_methods:
+                operation: Operation | None = getattr(item, method.lower(), None)
+                if operation is not None:
+                    operation.parameters = [*(operation.parameters or []), _header(policy)]
+
+
+def _header(policy: str) -> Parameter:
+    return Parameter(
+        name="Idempotency-Key",
+        param_in=ParamType.HEADER,
+        required=policy == "required",
+        description=KEY_DESCRIPTION,
+        schema=Schema(type=OpenAPIType.STRING, min_length=1, max_length=255),
+    )
