@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 
 from ustun.django.conf import ustun_settings
 from ustun.django.db import host_connection
-from ustun.http.retry_after import format_retry_after
+from ustun.django.views import job_response
 from ustun.jobs.adapters import plans as job_plans
 from ustun.jobs.queue import new_job, quota_exceeded
 from ustun.jobs.records import Job
@@ -17,9 +17,6 @@ from ustun.store.accounts import account_id
 from ustun.store.plans import run_sync
 from ustun.webhooks.adapters import plans as webhook_plans
 from ustun.webhooks.sending.outbox import new_event
-
-# How long a client following a 202 is told to wait before it asks again.
-ACCEPTED_RETRY_AFTER = 1.0
 
 
 def emit(event_type: str, data: dict[str, Any], *, account: str) -> str:
@@ -55,10 +52,8 @@ def job_url(job: Job, request: HttpRequest | None = None) -> str:
 
 
 def accepted(job: Job, request: HttpRequest | None = None) -> HttpResponse:
-    """202 Accepted for `job`: its id and status, `Location` its status resource,
-    `Retry-After` when to look."""
-    url = job_url(job, request)
-    response = JsonResponse({"id": job.id, "status": job.status, "url": url}, status=202)
-    response["Location"] = url
-    response["Retry-After"] = format_retry_after(ACCEPTED_RETRY_AFTER)
+    """202 Accepted for `job`: the job as its status view shows it (with its `ETag`),
+    `Location` that view, `Retry-After` when to look."""
+    response = job_response(job, request, status=202)
+    response["Location"] = job_url(job, request)
     return response

@@ -1,9 +1,192 @@
-"""Job status (placeholder until the job views land)."""
+"""Job status for the caller's account (`include("ustun.django.urls")`), read on Django's
+connection: the job as the service shows it (`ETag` from its version, 304 on `If-None-Match`,
+`Retry-After` while it runs), its server-sent events (resumed after `Last-Event-ID`) and its
+stored result. The caller's account is the name `@idempotent` scopes keys by (`scope_of`);
+another account's job is a 404 problem.
+
+With Django REST framework installed the views are DRF `APIView`s with the project's default
+authentication and permission classes, so a job's caller is the user the app's DRF views see;
+without it, `request.user` from Django's middleware.
+
+The event stream is a `StreamingHttpResponse` that reads the job's new events every
+`STREAM_POLL` seconds; it ends at the job's final state or after `STREAM_LIFETIME` seconds
+(an `EventSource` then reconnects with `Last-Event-ID`). Under WSGI each open stream holds a
+worker (a sync gunicorn worker, a thread) while it lasts: the lifetime stays below gunicorn's
+default `--timeout` of 30 s, which kills a sync worker busy for longer.
+"""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+import functools
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.urls import reverse
+from django.views.decorators.http import require_safe
+
+from ustun.concurrency import conditional_read
+from ustun.django.db import host_connection
+from ustun.django.idempotency import scope_of
+from ustun.django.problems import response_of
+from ustun.errors import NotFoundError, ProblemError
+from ustun.http.last_event_id import parse_last_event_id
+from ustun.http.preconditions import Preconditions
+from ustun.http.sse_parser import MEDIA_TYPE as EVENT_STREAM
+from ustun.jobs import FINAL, Job, JobEvent
+from ustun.jobs.adapters import plans as job_plans
+from ustun.service.operations.job_routes import SSE_KEEPALIVE
+from ustun.service.operations.job_routes import _sse as event_block
+from ustun.service.plumbing.conditional import validator_headers
+from ustun.service.plumbing.job_representation import poll_headers, render, validators
+from ustun.store.plans import run_sync
+
+# Seconds between two reads of an open stream's job events.
+STREAM_POLL = 0.5
+# Seconds an event stream stays open at most (below gunicorn's default worker timeout, 30 s).
+STREAM_LIFETIME = 25.0
+
+JobView = Callable[[HttpRequest, str], HttpResponseBase]
 
 
-def job(request: HttpRequest, job_id: str) -> HttpResponse:
-    return HttpResponse(status=501)
+def job_document(job: Job, request: HttpRequest | None = None) -> dict[str, Any]:
+    """The job's JSON, as the service renders it, its `result_url` served here."""
+    result = None
+    if job.has_result:
+        path = reverse("ustun:job-result", kwargs={"job_id": job.id})
+        result = path if request is None else request.build_absolute_uri(path)
+    return {**render(job), "result_url": result}
+
+
+def job_headers(job: Job) -> dict[str, str]:
+    """The job's validators (`ETag`, `Last-Modified`) and, while it runs, `Retry-After`."""
+    return {**validator_headers(validators(job)), **poll_headers(job)}
+
+
+def job_response(job: Job, request: HttpRequest | None = None, status: int = 200) -> HttpResponse:
+    """The job's JSON with `job_headers`."""
+    return JsonResponse(job_document(job, request), status=status, headers=job_headers(job))
+
+
+def _owned(request: HttpRequest, job_id: str) -> Job:
+    """The caller's account's job `job_id`; 404 `not-found` if it has none."""
+    found = run_sync(job_plans.named_job(job_id, account=scope_of(request)), host_connection())
+    if found is None:
+        raise NotFoundError(f"No job {job_id!r} in this account.")
+    return found
+
+
+def _problems_answered(view: JobView) -> JobView:
+    """`view` with the `ProblemError`s it raises answered as problem+json (with or without
+    `IdempotencyMiddleware`)."""
+
+    @functools.wraps(view)
+    def answering(request: HttpRequest, job_id: str) -> HttpResponseBase:
+        try:
+            return view(request, job_id)
+        except ProblemError as error:
+            return response_of(error, request)
+
+    return answering
+
+
+@_problems_answered
+def job(request: HttpRequest, job_id: str) -> HttpResponseBase:
+    """The caller's job `job_id`; 304 when `If-None-Match` holds its current `ETag`."""
+    found = _owned(request, job_id)
+    pre = Preconditions.from_headers(request.headers.items())
+    if conditional_read(request.method or "GET", pre, validators(found)):
+        return HttpResponse(status=304, headers=job_headers(found))
+    return job_response(found, request)
+
+
+@_problems_answered
+def job_events(request: HttpRequest, job_id: str) -> HttpResponseBase:
+    """Server-sent events of the caller's job `job_id`, after `Last-Event-ID`, as the service
+    sends them; 204 once the client has seen the final one (an `EventSource` then stops)."""
+    after = parse_last_event_id(request.headers.get("Last-Event-ID"))
+    found = _owned(request, job_id)
+    # An id past the job's version counts as its current one, as in the service.
+    after = min(after, found.version)
+    if found.status in FINAL and after >= found.version:
+        return HttpResponse(status=204)
+    blocks = () if request.method == "HEAD" else _blocks(found, after)
+    return StreamingHttpResponse(
+        blocks,
+        content_type=EVENT_STREAM,
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _blocks(job: Job, after: int) -> Iterator[str]:
+    """The job's event blocks after `after`, read every `STREAM_POLL` seconds, a comment when
+    quiet for `SSE_KEEPALIVE`; to the final state or for `STREAM_LIFETIME` at most."""
+    start = quiet_since = time.monotonic()
+    first = True
+    while True:
+        events: list[JobEvent] = run_sync(job_plans.events_after(job, after), host_connection())
+        for event in events:
+            yield event_block(event, retry=first)
+            first, after = False, event.version
+            if event.status in FINAL:
+                return
+        now = time.monotonic()
+        if now - start >= STREAM_LIFETIME:
+            return
+        if events:
+            quiet_since = now
+        elif now - quiet_since >= SSE_KEEPALIVE:
+            yield ": keep-alive\n\n"
+            quiet_since = now
+        if len(events) < job_plans.EVENTS_PAGE:
+            time.sleep(STREAM_POLL)
+
+
+@_problems_answered
+def job_result(request: HttpRequest, job_id: str) -> HttpResponseBase:
+    """The file the caller's finished job `job_id` produced, with its media type."""
+    found = _owned(request, job_id)
+    stored = run_sync(job_plans.result(job_id, account_id=found.account_id), host_connection())
+    if stored is None:
+        raise NotFoundError(f"Job {job_id!r} has no result (it is {found.status}).")
+    return HttpResponse(
+        stored.content,
+        content_type=stored.media_type,
+        headers={
+            **validator_headers(validators(found)),
+            "Content-Disposition": f'attachment; filename="{stored.filename}"',
+        },
+    )
+
+
+def routed(view: JobView) -> Callable[..., HttpResponseBase]:
+    """`view` as `urls.py` routes it: for GET and HEAD, authenticated as the app's DRF views
+    are when Django REST framework is installed."""
+    try:
+        from rest_framework.renderers import BaseRenderer
+        from rest_framework.request import Request
+        from rest_framework.views import APIView
+    except ImportError:
+        return require_safe(view)
+
+    class JobResource(APIView):
+        __doc__ = view.__doc__
+
+        def get(self, request: Request, job_id: str) -> HttpResponseBase:
+            return view(request, job_id)
+
+        def perform_content_negotiation(
+            self, request: Request, force: bool = False
+        ) -> tuple[BaseRenderer, str]:
+            # The views answer JSON, event streams and files themselves, whatever `Accept`.
+            return super().perform_content_negotiation(request, force=True)
+
+    JobResource.__name__ = JobResource.__qualname__ = view.__name__
+    return JobResource.as_view()
