@@ -151,6 +151,46 @@ def test_an_event_reaches_the_endpoint_signed_and_a_failed_view_emits_nothing(
         assert sent == [(event["id"], created["id"])]
 
 
+def test_an_endpoint_is_checked_capped_and_written_in_the_callers_transaction(
+    shop: Shop,
+) -> None:
+    """The service's URL rules and endpoint quota; an endpoint made in a transaction that rolls
+    back does not exist."""
+    code = """
+import json
+from django.db import transaction
+from django.test import override_settings
+from ustun.django import endpoints
+from ustun.django.admin_models import WebhookEndpoint
+from ustun.errors import ProblemError
+
+refused = []
+
+def refuse(url):
+    try:
+        endpoints.create("capped", url)
+    except ProblemError as exc:
+        refused.append(exc.slug)
+
+refuse("ftp://example.com/hooks")
+with override_settings(USTUN={"MAX_ENDPOINTS": 1, "WEBHOOK_ALLOW_PRIVATE": True}):
+    try:
+        with transaction.atomic():
+            endpoints.create("capped", "http://127.0.0.1:9/rolled-back")
+            raise RuntimeError("the caller's transaction rolls back")
+    except RuntimeError:
+        pass
+    kept = endpoints.create("capped", "http://127.0.0.1:9/kept")
+    refuse("http://127.0.0.1:9/one-too-many")
+urls = list(WebhookEndpoint.objects.filter(account__name="capped").values_list("url", flat=True))
+print(json.dumps({"refused": refused, "urls": urls, "kept": kept.id}))
+"""
+    found = shell(shop, code)
+    assert found["refused"] == ["validation-error", "quota-exceeded"]
+    assert found["urls"] == ["http://127.0.0.1:9/kept"]
+    assert found["kept"].startswith("we_")
+
+
 def test_the_receiver_refuses_a_forged_signature_and_runs_a_replay_once(
     shop: Shop, served: Served
 ) -> None:

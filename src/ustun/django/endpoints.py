@@ -27,6 +27,7 @@ from ustun.store.plans import run_sync
 from ustun.webhooks.adapters import plans
 from ustun.webhooks.endpoints import new_endpoint
 from ustun.webhooks.operations import checked_endpoint
+from ustun.webhooks.sending.quotas import check_endpoint_room
 
 
 class NewEndpoint(NamedTuple):
@@ -44,7 +45,8 @@ def create(
 
     `options` are the service's endpoint fields (`description`, `rate_limit`,
     `max_in_flight`, `ordering`, `signature`, `payload`). A refused URL or option raises
-    `ProblemError` 422 `validation-error` (the middleware answers it as problem+json).
+    `ProblemError` 422 `validation-error`, an account at `USTUN["MAX_ENDPOINTS"]` 429
+    `quota-exceeded` (the middleware answers either as problem+json).
     """
     settings = ustun_settings()
     fields = {"url": url, "events": list(event_types), **options}
@@ -53,6 +55,7 @@ def create(
     conn = host_connection()
     with transaction.atomic(using=alias()):
         owner = run_sync(account_id(account), conn)
+        check_endpoint_room(run_sync(plans.endpoints_held(owner), conn), settings.max_endpoints)
         row, secret = new_endpoint(secret_box(settings), owner, **values)
         run_sync(plans.insert_endpoint(row), conn)
     return NewEndpoint(row["id"], str(secret))

@@ -304,8 +304,8 @@ class WebhookStore(ReceivingStore, Protocol):
         """Serialise this account's quota checks until `uow` commits."""
         ...
 
-    async def count_endpoints(self, uow: UnitOfWork, account_id: str) -> int:
-        """How many endpoints the account has."""
+    async def endpoints_held(self, uow: UnitOfWork, account_id: str) -> int:
+        """How many endpoints the account has, its quota checks serialised until commit."""
         ...
 
     async def count_events(

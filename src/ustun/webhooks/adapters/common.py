@@ -26,7 +26,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ustun.concurrency import GuardRejected, Preconditions, compare_and_delete, compare_and_set
 from ustun.store import UnitOfWork, dialects
 from ustun.store.plans import run
-from ustun.store.tables import accounts
 from ustun.webhooks.adapters import plans
 from ustun.webhooks.records import Delivery, Endpoint, Event, Page, Sealed
 from ustun.webhooks.states import DUE, Status
@@ -198,21 +197,12 @@ class SqlStore:
         return _maybe(Endpoint._make, found.first())
 
     async def lock_account(self, uow: UnitOfWork, account_id: str) -> None:
-        """Serialise this account's quota checks until commit.
+        """Serialise this account's quota checks until commit (the plan any connection runs)."""
+        await run(plans.lock_account(account_id), uow.conn)
 
-        PostgreSQL: `FOR NO KEY UPDATE` on its row (inserts referencing it are not blocked);
-        SQLite: a no-op, as `BEGIN IMMEDIATE` already serialises every writer.
-        """
-        await uow.conn.execute(
-            select(accounts.c.id).where(accounts.c.id == account_id).with_for_update(key_share=True)
-        )
-
-    async def count_endpoints(self, uow: UnitOfWork, account_id: str) -> int:
-        """How many endpoints the account has."""
-        count = await uow.conn.scalar(
-            select(func.count()).select_from(endpoints).where(endpoints.c.account_id == account_id)
-        )
-        return count or 0
+    async def endpoints_held(self, uow: UnitOfWork, account_id: str) -> int:
+        """How many endpoints the account has, its quota checks serialised until commit."""
+        return await run(plans.endpoints_held(account_id), uow.conn)
 
     async def count_events(
         self, uow: UnitOfWork, account_id: str, event_type: str, since: datetime

@@ -16,13 +16,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import String, bindparam, insert, select, text, update
+from sqlalchemy import String, bindparam, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from ustun import ids
 from ustun.store.plans import Plan, count, rows
 from ustun.store.statements import Statement
+from ustun.store.tables import accounts
 from ustun.webhooks.sending.wakeup import CHANNEL
 from ustun.webhooks.states import Status
 from ustun.webhooks.tables import deliveries, endpoints, events, inbox
@@ -130,6 +131,33 @@ def wake() -> Plan[None]:
 INSERT_ENDPOINT = Statement(
     insert(endpoints).values({c.name: bindparam(c.name, type_=c.type) for c in endpoints.c})
 )
+
+
+# Serialises an account's quota checks until commit: on PostgreSQL `FOR NO KEY UPDATE` of its
+# row (inserts referencing it are not blocked); SQLite's writers take turns already.
+LOCK_ACCOUNT = Statement(
+    select(accounts.c.id)
+    .where(accounts.c.id == bindparam("account_id"))
+    .with_for_update(key_share=True)
+)
+COUNT_ENDPOINTS = Statement(
+    select(func.count().label("held"))
+    .select_from(endpoints)
+    .where(endpoints.c.account_id == bindparam("account_id"))
+)
+
+
+def lock_account(account_id: str) -> Plan[None]:
+    """Serialise the account's quota checks until the transaction ends."""
+    yield rows(LOCK_ACCOUNT, {"account_id": account_id})
+
+
+def endpoints_held(account_id: str) -> Plan[int]:
+    """How many endpoints the account has, its quota checks serialised until commit (so the
+    count holds while this transaction adds one)."""
+    yield from lock_account(account_id)
+    [row] = yield rows(COUNT_ENDPOINTS, {"account_id": account_id})
+    return int(row.held)
 
 
 def insert_endpoint(values: Mapping[str, Any]) -> Plan[None]:

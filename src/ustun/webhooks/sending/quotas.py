@@ -22,9 +22,12 @@ CAP_RETRY_AFTER = 3600
 
 async def reserve_endpoint(uow: UnitOfWork, account_id: str, cap: int) -> None:
     """Raise 429 `quota-exceeded` unless the account has room for one more endpoint."""
-    store = for_connection(uow.conn)
-    await store.lock_account(uow, account_id)
-    count = await store.count_endpoints(uow, account_id)
+    check_endpoint_room(await for_connection(uow.conn).endpoints_held(uow, account_id), cap)
+
+
+def check_endpoint_room(count: int, cap: int) -> None:
+    """Raise 429 `quota-exceeded` if an account with `count` endpoints (counted under its lock:
+    `webhooks.adapters.plans.endpoints_held`) may have no more than that under `cap`."""
     if count >= cap:
         raise ProblemError(
             "quota-exceeded",
