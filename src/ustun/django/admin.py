@@ -18,7 +18,7 @@ from ustun.django.admin_models import WebhookAttempt, WebhookDelivery, WebhookEn
 from ustun.django.conf import alias
 from ustun.django.db import host_connection
 from ustun.store.plans import run_sync
-from ustun.webhooks.adapters import plans
+from ustun.webhooks.adapters import notifies, plans
 from ustun.webhooks.states import Change, transition
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class WebhookDeliveryAdmin(ReadOnly, DeliveryAdmin):
         """Make each due now, pending, as the service's `POST /v1/deliveries/{id}/retry` does
         (a new attempt; the count keeps growing); not those of a disabled endpoint."""
         conn = host_connection()
-        notify = conn.dialect.name == "postgresql"
+        notify = notifies(conn)
         now = clock.now()
         retried, refused = 0, []
         with transaction.atomic(using=alias()):
