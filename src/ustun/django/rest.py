@@ -66,7 +66,7 @@ class ConditionalMixin(GenericAPIView[V]):
         `If-Match`, 304 for a GET/HEAD the client has, 412 when a tag is stale."""
         instance = super().get_object()
         pre = self._preconditions()
-        method = self.request.method or "GET"
+        method = self.request.method or ""
         if method in _WRITES:
             require_if_match(pre)
         if conditional_read(method, pre, _validators(instance)):
@@ -79,6 +79,7 @@ class ConditionalMixin(GenericAPIView[V]):
         return serializer
 
     def perform_update(self, serializer: BaseSerializer[V]) -> None:
+        """The validated changes, written by compare-and-set (`conditional_save`)."""
         self.conditional_save(serializer)
 
     def conditional_save(self, serializer: BaseSerializer[V], **values: Any) -> None:
@@ -86,7 +87,8 @@ class ConditionalMixin(GenericAPIView[V]):
         included; many-to-many fields cannot be written by an UPDATE), `auto_now` fields
         stamped; then the instance is re-read so the response shows what was written."""
         instance = serializer.instance
-        assert isinstance(instance, Versioned), "conditional_save needs the selected row"
+        if not isinstance(instance, Versioned):
+            raise TypeError("conditional_save writes the one Versioned row the serializer holds")
         stamps = {
             field.name: field.pre_save(instance, add=False)
             for field in instance._meta.concrete_fields
@@ -107,8 +109,8 @@ class ConditionalMixin(GenericAPIView[V]):
         """`UPDATE … SET values, version = version + 1 WHERE pk AND version`, at the version the
         preconditions held on. When another write got there first, re-read the version and
         evaluate them again: a stale tag is 412, a gone row 404; one that still holds
-        (`If-Match: *`, or a list naming the new version too) is tried again. Each retry follows
-        a committed write, so the loop ends."""
+        (`If-Match: *`, or a list naming the new version too) is tried again (each retry follows
+        another request's committed write)."""
         rows = type(instance)._base_manager.using(instance._state.db).filter(pk=instance.pk)
         pre = self._preconditions()
         version = instance.version
