@@ -59,15 +59,13 @@ def receiver(
     *,
     secret: Verifier | str | Iterable[Verifier | str],
     tolerance: float | None = None,
-    lease: float = DEFAULT_INBOX_LEASE,
 ) -> View:
     """A view that verifies, records and handles webhooks signed with `secret` (the endpoint's
     `whsec_…` or `whpk_…`, or several while rotating; `ValueError` here if one is not).
 
     `handlers` maps event types to callables taking the event (a dict); an event no handler
     takes is recorded and acknowledged. `tolerance`: seconds a timestamp may be off (default
-    `USTUN["SIGNATURE_TOLERANCE"]`). `lease`: seconds after which an id recorded by another
-    inbox user (an async `DatabaseInbox`) whose handler never finished may be taken over.
+    `USTUN["SIGNATURE_TOLERANCE"]`).
     """
     secrets = verifiers(secret)
 
@@ -87,7 +85,7 @@ def receiver(
             refused = problem_of(exc)
             return problem_response(refused.slug, refused.detail, request)
         try:
-            handled = _handle(handlers, delivery, lease)
+            handled = _handle(handlers, delivery)
         except Exception:
             log.exception("the handler of webhook %s failed; its retry runs it again", delivery.id)
             detail = "The webhook's handler failed; nothing was recorded, so a retry runs it again."
@@ -99,14 +97,17 @@ def receiver(
     return view
 
 
-def _handle(handlers: Mapping[str, Handler], delivery: Delivery, lease: float) -> bool:
-    """Claim the delivery's id and run its handler in one transaction; False for a duplicate."""
+def _handle(handlers: Mapping[str, Handler], delivery: Delivery) -> bool:
+    """Claim the delivery's id and run its handler in one transaction; False for a duplicate.
+
+    An id this view records is committed handled or not at all; one an async `DatabaseInbox`
+    sharing the table claimed and never finished is taken over after its lease."""
     event_type = str(delivery.event.get("type", ""))
     handler = handler_for(handlers, event_type)
     conn = host_connection()
     with transaction.atomic(using=alias()):
         now = clock.now()
-        stale = now - timedelta(seconds=lease)
+        stale = now - timedelta(seconds=DEFAULT_INBOX_LEASE)
         if not run_sync(plans.claim_inbox(delivery.id, event_type, now=now, stale=stale), conn):
             return False
         if handler is not None:
