@@ -21,6 +21,12 @@ PostgreSQL backends of the database, and the ratios (b)/(a), (c)/(a), (d)/(a), (
 
     .venv/bin/python benchmarks/django.py [--seconds 5] [--rounds 2] [--backend both] [--json]
 
+With `--profile DIR`, one more load per variant runs under `py-spy record --subprocesses --gil`
+(the gunicorn workers, sampled when they hold the GIL) and it prints each variant's Python CPU
+per request split by layer, and what is left of the measured CPU (C code that releases the GIL:
+psycopg's waits, SQLite's engine; the kernel). Under load py-spy also samples a thread that holds
+the GIL while it waits for a core: read the split as ±20 %.
+
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust; `USTUN_BENCH_PG` to change it).
 django-idempotency-key's cache keeps Django's default MAX_ENTRIES (300, culling a third past it)
 unless `--cache-max-entries N`: a cache that holds a day of keys runs COUNT(*) over all of them
@@ -65,6 +71,7 @@ LABELS = {
 RATIOS = (("b", "a"), ("c", "a"), ("d", "a"), ("d", "b"))
 BODY = b'{"amount":1250,"currency":"EUR"}'
 WORKERS = 4
+STARTUP = 120.0  # seconds gunicorn may take to answer, on a loaded machine
 
 
 @dataclass
@@ -203,7 +210,7 @@ def serve(
         )
     server = Server(variant, backend, proc, f"http://127.0.0.1:{port}/{variant}/payments", database)
     cleanup.callback(server.close)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + STARTUP
     while True:
         if proc.poll() is not None:
             raise SystemExit(f"gunicorn {backend} ({variant}) exited:\n{log.read_text()}")
@@ -211,7 +218,7 @@ def serve(
             if httpx.get(server.url, timeout=1).status_code == 405:  # up: POST only
                 return server
         if time.monotonic() > deadline:
-            raise SystemExit(f"gunicorn {backend} ({variant}) did not answer in 30 s")
+            raise SystemExit(f"gunicorn {backend} ({variant}) did not answer in {STARTUP:g} s")
         time.sleep(0.2)
 
 
@@ -247,6 +254,91 @@ def load(server: Server, seconds: float, connections: int) -> Sample:
         raise SystemExit(f"{server.backend} ({server.variant}): answers {statuses}")
     count = statuses["201"]
     return Sample(count / result["seconds"], gunicorn / count * 1e6, postgresql / count * 1e6)
+
+
+# --- profiles -------------------------------------------------------------------------------
+
+# (layer, file-path fragments); the first layer, innermost frame first, that matches wins.
+LAYERS = (
+    ("driver: psycopg / sqlite3", ("psycopg/", "psycopg_binary", "sqlite3/", "backends/sqlite3/")),
+    ("SQLAlchemy: compile, bind/result processing", ("sqlalchemy/",)),
+    ("ustun: plans, statements, DbapiConnection", ("ustun/store/",)),
+    ("ustun: settings, secret box, keys", ("ustun/settings", "ustun/service/", "pydantic")),
+    (
+        "ustun: idempotency (decorator, hosted, decision, sealing, fingerprint)",
+        ("ustun/django/idempotency", "ustun/idempotency/", "ustun/http/"),
+    ),
+    ("ustun: emit, ids, clock, other", ("ustun/",)),
+    ("django-idempotency-key", ("idempotency_key/",)),
+    ("Django ORM, transactions", ("django/db/",)),
+    ("DRF: serializer, request, response, render", ("rest_framework/",)),
+    ("Django: handler, middleware, urls, http", ("django/",)),
+    ("gunicorn: accept, parse, send", ("gunicorn/",)),
+)
+
+
+PROFILE_RATE = 250  # samples/s
+OUTSIDE = "measured CPU not sampled holding the GIL (driver, SQLite, kernel)"
+
+
+def split(profile: Path) -> Counter[str]:
+    """Samples of `profile` (py-spy raw: `frame;frame;... count`) per layer."""
+    layers: Counter[str] = Counter()
+    for line in profile.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        frames = stack.split(";")
+        layer = "other"
+        for frame in reversed(frames):
+            path = frame.rsplit("(", 1)[-1]
+            match = next((name for name, parts in LAYERS if any(p in path for p in parts)), None)
+            if match is not None:
+                layer = match
+                break
+        layers[layer] += int(count)
+    return layers
+
+
+def profile(server: Server, args: argparse.Namespace) -> Counter[str]:
+    """One more load of `server` while py-spy samples its workers when they hold the GIL:
+    CPU µs per request of each layer's Python (a driver's waits, SQLite's engine and other C
+    code that releases the GIL are left out)."""
+    out = Path(args.profile) / f"{server.backend}-{server.variant}.txt"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, __file__, "load", server.url, str(args.seconds + 2)]
+    with subprocess.Popen(
+        [*command, str(args.connections)], stdout=subprocess.PIPE, text=True
+    ) as load:
+        time.sleep(1)  # the steady state, not the start
+        subprocess.run(
+            [
+                *(str(BIN / "py-spy"), "record", "--nonblocking", "--subprocesses", "--gil"),
+                *("--pid", str(server.proc.pid), "--duration", str(int(args.seconds))),
+                *("--rate", str(PROFILE_RATE), "--format", "raw", "--output", str(out)),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        result = json.loads(load.communicate()[0])
+    if load.returncode != 0:
+        raise SystemExit(f"the load failed while profiling {server.backend} ({server.variant})")
+    requests = sum(result["statuses"].values()) / result["seconds"] * int(args.seconds)
+    us_per_sample = 1e6 / PROFILE_RATE / requests
+    layers = Counter({name: n * us_per_sample for name, n in split(out).items()})
+    measured = _mean([s.gunicorn_us for s in server.samples])
+    layers[OUTSIDE] = measured - sum(layers.values())
+    return layers
+
+
+def print_profiles(profiles: dict[str, dict[str, Counter[str]]]) -> None:
+    for backend, variants in profiles.items():
+        print(f"\n{backend}: gunicorn CPU µs/req by layer (py-spy --gil)\n")
+        print("| layer | " + " | ".join(f"({v})" for v in variants) + " |")
+        print("|---|" + "---:|" * len(variants))
+        for name in [*(name for name, _ in LAYERS), "other", OUTSIDE]:
+            cells = " | ".join(f"{split_[name]:,.0f}" for split_ in variants.values())
+            print(f"| {name} | {cells} |")
 
 
 # --- the report ------------------------------------------------------------------------------
@@ -318,9 +410,11 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--cache-max-entries", type=int, help="(c)'s cache MAX_ENTRIES")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy each variant into DIR")
     args = parser.parse_args()
     backends = ["postgresql", "sqlite"] if args.backend == "both" else [args.backend]
     results: dict[str, dict[str, Any]] = {}
+    profiles: dict[str, dict[str, Counter[str]]] = {}
     for backend in backends:
         # Closing `cleanup` stops the servers, then drops the database (last in, first out).
         with tempfile.TemporaryDirectory(prefix="ustun-django-") as name, ExitStack() as cleanup:
@@ -341,10 +435,13 @@ def main() -> None:
                         flush=True,
                     )
             results[backend] = summary(servers)
+            if args.profile:
+                profiles[backend] = {v: profile(s, args) for v, s in servers.items()}
     if args.json:
         print(json.dumps(results, indent=2))
     else:
         report(results, args)
+        print_profiles(profiles)
 
 
 if __name__ == "__main__":
