@@ -7,6 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,19 +44,24 @@ class Shop:
             check=check,
         )
 
-    def start(self, *args: str, log: str) -> subprocess.Popen[bytes]:
-        """A long-running process in the example's folder (a server, a worker), its output
-        in `log_dir/<log>`; stopped at the end of the module."""
+    def start(self, *args: str, log: str, **env: str) -> subprocess.Popen[bytes]:
+        """A long-running process in the example's folder (a server, a worker), `env` added
+        to its environment, its output in `log_dir/<log>`; stopped at the end of the module."""
         out = (self.log_dir / log).open("ab")
         proc = subprocess.Popen(
-            list(args), cwd=EXAMPLE, env=self.env, stdout=out, stderr=out, start_new_session=True
+            list(args),
+            cwd=EXAMPLE,
+            env={**self.env, **env},
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
         )
         self.servers.append(proc)
         return proc
 
-    def serve(self, *, workers: int = 4, asgi: bool = False) -> Served:
-        """gunicorn with `workers` sync workers (WSGI) or uvicorn workers (ASGI); returns once
-        it answers."""
+    def serve(self, *, workers: int = 4, asgi: bool = False, **env: str) -> Served:
+        """gunicorn with `workers` sync workers (WSGI) or uvicorn workers (ASGI), `env` added
+        to its environment; returns once it answers."""
         port = free_port()
         app = "django_shop.asgi:application" if asgi else "django_shop.wsgi:application"
         extra = ["-k", "uvicorn.workers.UvicornWorker"] if asgi else []
@@ -64,10 +72,14 @@ class Shop:
             f"127.0.0.1:{port}",
             "-w",
             str(workers),
+            # The app imported once, before the workers fork: four imports of Django, DRF and
+            # ustun at once take a loaded two-core machine most of a minute.
+            "--preload",
             "--graceful-timeout",
             "5",
             *extra,
             log=f"gunicorn-{port}.log",
+            **env,
         )
         served = Served(f"http://127.0.0.1:{port}", proc)
 
@@ -79,7 +91,7 @@ class Shop:
             except httpx.HTTPError:
                 return False
 
-        wait_for(answering, timeout=30, what="gunicorn to answer")
+        wait_for(answering, timeout=90, what="gunicorn to answer")
         return served
 
     def scalar(self, sql: str) -> object:
@@ -116,3 +128,35 @@ class Served:
     def client(self, user: str = "ann", **kwargs: object) -> httpx.Client:
         """An HTTP client signed in as `user` (basic auth)."""
         return httpx.Client(base_url=self.url, auth=(user, USERS[user]), timeout=90, **kwargs)  # type: ignore[arg-type]
+
+
+def race(
+    client: Callable[[], httpx.Client], n: int, path: str, key: str, amount: int
+) -> list[httpx.Response]:
+    """`n` POSTs of one payment under one key, sent together, each on its own connection."""
+    start = threading.Barrier(n)
+
+    def post(_: int) -> httpx.Response:
+        with client() as http:
+            start.wait()
+            return http.post(
+                path, json={"amount": amount, "currency": "EUR"}, headers={"Idempotency-Key": key}
+            )
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(post, range(n)))
+
+
+def executed_once(answers: list[httpx.Response]) -> httpx.Response:
+    """The one answer that ran the view; every other is its replay or a 409 in progress."""
+    statuses = sorted(a.status_code for a in answers)
+    assert set(statuses) <= {201, 409}, statuses
+    fresh = [a for a in answers if a.status_code == 201 and "idempotent-replayed" not in a.headers]
+    assert len(fresh) == 1, statuses
+    for answer in answers:
+        if answer.status_code == 409:
+            assert answer.json()["type"] == "/problems/idempotency-in-progress"
+            assert "retry-after" in answer.headers
+        else:
+            assert answer.content == fresh[0].content
+    return fresh[0]

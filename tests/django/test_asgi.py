@@ -3,38 +3,24 @@ writes and its event commit with the stored answer, once, whatever the duplicate
 
 from __future__ import annotations
 
-import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
-from django_support import Shop
+from django_support import Shop, executed_once, race
 
 pytestmark = pytest.mark.e2e
 
 
 def test_async_view_runs_once_per_key_under_asgi(shop: Shop) -> None:
     served = shop.serve(workers=2, asgi=True)
-    key, amount, n = str(uuid.uuid4()), 7007, 12
-    start = threading.Barrier(n)
+    amount = 7007
 
-    def post(_: int) -> httpx.Response:
-        with httpx.Client(base_url=served.url, timeout=90) as client:
-            start.wait()
-            return client.post(
-                "/guest/payments",
-                json={"amount": amount, "currency": "EUR"},
-                headers={"Idempotency-Key": key},
-            )
+    def guest() -> httpx.Client:
+        return httpx.Client(base_url=served.url, timeout=90)
 
-    with ThreadPoolExecutor(n) as pool:
-        answers = list(pool.map(post, range(n)))
-    statuses = sorted(a.status_code for a in answers)
-    assert set(statuses) <= {201, 409}, statuses
-    fresh = [a for a in answers if a.status_code == 201 and "idempotent-replayed" not in a.headers]
-    assert len(fresh) == 1, statuses
+    executed_once(race(guest, 12, "/guest/payments", str(uuid.uuid4()), amount))
     assert shop.scalar(f"SELECT count(*) FROM shop_payment WHERE amount = {amount}") == 1
     assert shop.scalar("SELECT count(*) FROM webhook_events WHERE type = 'payment.created'") == 1
     with httpx.Client(base_url=served.url, timeout=30) as client:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 
-from django_support import Served, Shop
+from django_support import Served, Shop, executed_once, race
 from support import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -68,26 +67,8 @@ def test_statuses_and_problems_are_the_services(served: Served) -> None:
 
 
 def test_concurrent_duplicates_execute_once(served: Served) -> None:
-    key, amount, n = str(uuid.uuid4()), 2024, 24
-    start = threading.Barrier(n)
-
-    def post(_: int) -> httpx.Response:
-        with served.client("ann") as ann:
-            start.wait()
-            return _pay(ann, key, amount)
-
-    with ThreadPoolExecutor(n) as pool:
-        answers = list(pool.map(post, range(n)))
-    statuses = sorted(a.status_code for a in answers)
-    assert set(statuses) <= {201, 409}, statuses
-    fresh = [a for a in answers if a.status_code == 201 and "idempotent-replayed" not in a.headers]
-    assert len(fresh) == 1, statuses
-    for answer in answers:
-        if answer.status_code == 409:
-            _problem(answer, 409, "idempotency-in-progress")
-            assert "retry-after" in answer.headers
-        else:
-            assert answer.json() == fresh[0].json()
+    amount = 2024
+    executed_once(race(served.client, 24, "/payments", str(uuid.uuid4()), amount))
     with served.client("ann") as ann:
         assert _amounts(ann).count(amount) == 1
 
@@ -133,3 +114,16 @@ def test_a_server_killed_mid_view_leaves_what_a_retry_resolves(shop: Shop, serve
         assert answer.status_code == 201, answer.text
         assert _pay(ann, key, amount, "/faults/wait").headers["idempotent-replayed"] == "true"
         assert _amounts(ann).count(amount) == 1
+
+
+def test_inside_atomic_requests(shop: Shop) -> None:
+    """With ATOMIC_REQUESTS the view's transaction is Django's; @idempotent nests in it."""
+    own = shop.serve(workers=2, SHOP_ATOMIC_REQUESTS="1")
+    amount = 5005
+    executed_once(race(own.client, 8, "/payments", str(uuid.uuid4()), amount))
+    with own.client("ann") as ann:
+        failing = str(uuid.uuid4())
+        assert _pay(ann, failing, amount + 1, "/faults/raise").status_code == 500
+        assert _pay(ann, failing, amount + 1).status_code == 201
+        assert _amounts(ann).count(amount) == 1
+        assert _amounts(ann).count(amount + 1) == 1

@@ -50,6 +50,8 @@ ASGI_APPLICATION = "django_shop.asgi.application"
 
 
 def _database(url: str) -> dict:
+    # Every view in its own transaction, when asked: @idempotent's then nests in it.
+    atomic = os.environ.get("SHOP_ATOMIC_REQUESTS", "") == "1"
     if url.startswith("postgresql"):
         parts = urlsplit(url)
         return {
@@ -59,12 +61,14 @@ def _database(url: str) -> dict:
             "PASSWORD": parts.password or "",
             "HOST": parts.hostname or "",
             "PORT": str(parts.port or ""),
+            "ATOMIC_REQUESTS": atomic,
         }
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": url.removeprefix("sqlite:///") if url else BASE_DIR / "shop.sqlite3",
         # Writers queue at BEGIN instead of failing with "database is locked" (Django >= 5.1).
         "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20},
+        "ATOMIC_REQUESTS": atomic,
     }
 
 
