@@ -4,6 +4,7 @@ database)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -117,3 +118,14 @@ def rows(shop: Shop, sql: str, *params: object) -> list[tuple[Any, ...]]:
         style = "?" if shop.database_url.startswith("sqlite") else "%s"
         cursor.execute(sql.replace("?", style), params)
         return list(cursor.fetchall())
+
+
+def payment_events(shop: Shop, amount: int) -> list[str]:
+    """The ids of the `payment.created` events of payments of `amount`."""
+    found = rows(shop, "SELECT id, data FROM webhook_events WHERE type = 'payment.created'")
+    return [id for id, data in found if _json(data)["amount"] == amount]
+
+
+def _json(data: str | dict[str, Any]) -> dict[str, Any]:
+    """A JSON column as the driver gives it: text (sqlite3) or parsed (psycopg)."""
+    return data if isinstance(data, dict) else json.loads(data)

@@ -58,3 +58,12 @@ def test_a_raising_view_leaves_nothing(shop: Shop, plain: Served) -> None:
     assert _payments(shop, amount) == 0
     assert _pay(plain.url, key, amount).status_code == 201
     assert _payments(shop, amount) == 1
+
+
+def test_an_async_view_runs_once_too(shop: Shop, plain: Served) -> None:
+    key, amount = str(uuid.uuid4()), 83
+    first = _pay(plain.url, key, amount, "/async-payments")
+    assert first.status_code == 201, first.text
+    again = _pay(plain.url, key, amount, "/async-payments")
+    assert (again.headers["idempotent-replayed"], again.content) == ("true", first.content)
+    assert _payments(shop, amount) == 1

@@ -5,19 +5,17 @@ and `accepted` answer as the service does."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from flask_support import Served, Shop, rows
+from flask_support import Served, Shop, payment_events, rows
 from support import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -47,16 +45,6 @@ def _payments(shop: Shop, amount: int) -> int:
     return len(rows(shop, "SELECT id FROM payment WHERE amount = ?", amount))
 
 
-def _events(shop: Shop, amount: int) -> int:
-    """`payment.created` events of payments of `amount`."""
-    found = rows(shop, "SELECT data FROM webhook_events WHERE type = 'payment.created'")
-    return sum(1 for (data,) in found if _json(data)["amount"] == amount)
-
-
-def _json(data: str | dict[str, Any]) -> dict[str, Any]:
-    return data if isinstance(data, dict) else json.loads(data)
-
-
 def _key_stored(shop: Shop, key: str) -> bool:
     return bool(rows(shop, "SELECT key FROM idempotency_records WHERE key = ?", key))
 
@@ -77,7 +65,7 @@ def test_statuses_and_problems_are_the_services(shop: Shop, served: Served) -> N
         # Keys are scoped by user (USTUN_IDEMPOTENCY_SCOPE): bob's request with ann's key is his.
         assert _pay(bob, key, 1001).status_code == 201
         assert _payments(shop, 1001) == 2
-        assert _events(shop, 1001) == 2
+        assert len(payment_events(shop, 1001)) == 2
         # A request the view refuses (an unreadable body: 400) commits nothing, stores nothing.
         retry = str(uuid.uuid4())
         headers = {"Idempotency-Key": retry, "Content-Type": "application/json"}
@@ -111,7 +99,7 @@ def test_concurrent_duplicates_execute_once(shop: Shop, served: Served) -> None:
         else:
             assert answer.content == fresh[0].content
     assert _payments(shop, amount) == 1
-    assert _events(shop, amount) == 1
+    assert len(payment_events(shop, amount)) == 1
 
 
 def test_a_raising_view_commits_nothing_and_frees_the_key(shop: Shop, served: Served) -> None:
@@ -120,11 +108,11 @@ def test_a_raising_view_commits_nothing_and_frees_the_key(shop: Shop, served: Se
         assert _pay(ann, key, amount, "/faults/raise").status_code == 500
         # Not stored: the retry runs the view again (and fails again), never a replay or 409.
         assert _pay(ann, key, amount, "/faults/raise").status_code == 500
-        assert (_payments(shop, amount), _events(shop, amount)) == (0, 0)
+        assert (_payments(shop, amount), len(payment_events(shop, amount))) == (0, 0)
         assert not _key_stored(shop, key)
         # The same key is still free for a request that succeeds.
         assert _pay(ann, key, amount).status_code == 201
-    assert (_payments(shop, amount), _events(shop, amount)) == (1, 1)
+    assert (_payments(shop, amount), len(payment_events(shop, amount))) == (1, 1)
 
 
 def test_a_5xx_answer_rolls_back(shop: Shop, served: Served) -> None:
@@ -134,7 +122,7 @@ def test_a_5xx_answer_rolls_back(shop: Shop, served: Served) -> None:
         again = _pay(ann, key, amount, "/faults/5xx")
         assert again.status_code == 503
         assert "idempotent-replayed" not in again.headers
-    assert (_payments(shop, amount), _events(shop, amount)) == (0, 0)
+    assert (_payments(shop, amount), len(payment_events(shop, amount))) == (0, 0)
     assert not _key_stored(shop, key)
 
 
@@ -194,7 +182,7 @@ def test_a_server_killed_mid_view_leaves_what_a_retry_resolves(shop: Shop, serve
         answer = wait_for(retried, timeout=30, interval=0.5, what="the key to be free")
         assert answer.status_code == 201, answer.text
         assert _pay(ann, key, amount, "/faults/wait").headers["idempotent-replayed"] == "true"
-    assert (_payments(shop, amount), _events(shop, amount)) == (1, 1)
+    assert (_payments(shop, amount), len(payment_events(shop, amount))) == (1, 1)
 
 
 def test_conditional_writes_under_if_match(served: Served) -> None:

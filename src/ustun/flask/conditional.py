@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Response, abort, request
+from flask.globals import request
+from flask.helpers import abort
+from flask.wrappers import Response
 from sqlalchemy import ColumnElement, Table, select
 
 from ustun.concurrency import Version, conditional_read, require_if_match

@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from flask.globals import app_ctx
+from flask.app import Flask
+from flask.globals import app_ctx, current_app
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
-from flask import Flask, current_app
 from ustun.errors import ProblemError
 from ustun.flask.problems import response_of
 from ustun.settings import Settings

@@ -12,7 +12,9 @@ import functools
 from collections.abc import Callable
 from typing import Any, Literal, ParamSpec, TypeVar
 
-from flask import Request, Response, current_app, make_response, request
+from flask.globals import current_app, request
+from flask.helpers import make_response
+from flask.wrappers import Request, Response
 from werkzeug.utils import import_string
 
 from ustun.flask.extension import Ustun, current
@@ -132,7 +134,8 @@ def idempotent(policy: Policy = "optional") -> Callable[[Callable[P, R]], Callab
     def decorate(view: Callable[P, R]) -> Callable[P, Response]:
         @functools.wraps(view)
         def keyed(*args: P.args, **kwargs: P.kwargs) -> Response:
-            return _call(policy, lambda: view(*args, **kwargs))
+            # An async view runs as Flask runs one (`ensure_sync`), in the request's thread.
+            return _call(policy, lambda: current_app.ensure_sync(view)(*args, **kwargs))
 
         return keyed
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request
+from flask.blueprints import Blueprint
+from flask.globals import request
+from flask.json import jsonify
+from flask.wrappers import Response
 
 from ustun.concurrency import conditional_read
 from ustun.errors import NotFoundError

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, jsonify, url_for
+from flask.helpers import url_for
+from flask.json import jsonify
+from flask.wrappers import Response
 
 from ustun.flask.extension import current
 from ustun.flask.jobs import job_document, job_headers

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from flask import Response, has_request_context, request
+from flask.ctx import has_request_context
+from flask.globals import request
+from flask.wrappers import Response
 
 from ustun.errors import ProblemError
 from ustun.http.problem import MEDIA_TYPE, encode, problem

@@ -1,6 +1,6 @@
 """A Flask app on a plain SQLAlchemy 2 engine (no Flask-SQLAlchemy): `Ustun(app, engine=…)`,
 views writing through `ustun.session`. `POST /payments` pays once per key, with its event;
-`POST /raise` writes the same, then raises."""
+`POST /async-payments` is the same view, async; `POST /raise` writes the same, then raises."""
 
 from __future__ import annotations
 
@@ -44,6 +44,12 @@ def _pay() -> dict[str, Any]:
 @app.post("/payments")
 @idempotent("required")
 def pay() -> Any:
+    return _pay(), 201
+
+
+@app.post("/async-payments")
+@idempotent("required")
+async def pay_async() -> Any:
     return _pay(), 201
 
 
