@@ -30,6 +30,11 @@ def served(shop: Shop) -> Served:
 
 
 @pytest.fixture(scope="module")
+def served_asgi(shop: Shop) -> Served:
+    return shop.serve(workers=1, asgi=True)
+
+
+@pytest.fixture(scope="module")
 def start_worker(shop: Shop) -> Callable[[], None]:
     """Starts `manage.py ustun_worker` when first called: the module's first test follows a
     job from before any worker runs."""
@@ -73,9 +78,9 @@ def _job_ids(shop: Shop) -> set[str]:
 
 
 def test_a_report_is_accepted_then_followed_live_to_its_result(
-    served: Served, start_worker: Callable[[], None]
+    served: Served, served_asgi: Served, start_worker: Callable[[], None]
 ) -> None:
-    with served.client("ann") as ann:
+    with served.client("ann") as ann, served_asgi.client("ann") as ann_asgi:
         accepted = _report(ann)
         assert accepted.status_code == 202, accepted.text
         url = accepted.headers["location"]
@@ -99,11 +104,18 @@ def test_a_report_is_accepted_then_followed_live_to_its_result(
         assert unchanged.headers["etag"] == etag
         problem_of(ann.get(f"{url}/result"), 404, "not-found")  # not done: no result yet
 
-        with ann.stream("GET", f"{url}/events") as response:
-            events = _events(response)
-            assert next(events)[:2] == (1, "status")  # created, read before any worker runs
+        # Followed under WSGI and ASGI: each stream's first event is read before any worker
+        # runs, the rest as the worker runs the job.
+        path = url.removeprefix(served.url)
+        with (
+            ann.stream("GET", f"{path}/events") as response,
+            ann_asgi.stream("GET", f"{path}/events") as asgi_response,
+        ):
+            events, asgi_events = _events(response), _events(asgi_response)
+            assert next(events)[:2] == next(asgi_events)[:2] == (1, "status")
             start_worker()
-            rest = list(events)
+            rest, asgi_rest = list(events), list(asgi_events)
+        assert asgi_rest == rest
         assert [event_id for event_id, _, _ in rest] == list(range(2, 2 + len(rest)))
         statuses = [data["status"] for _, _, data in rest]
         assert statuses[0] == "processing"

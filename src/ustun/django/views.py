@@ -12,16 +12,20 @@ The event stream is a `StreamingHttpResponse` that reads the job's new events ev
 `STREAM_POLL` seconds; it ends at the job's final state or after `STREAM_LIFETIME` seconds
 (an `EventSource` then reconnects with `Last-Event-ID`). Under WSGI each open stream holds a
 worker (a sync gunicorn worker, a thread) while it lasts: the lifetime stays below gunicorn's
-default `--timeout` of 30 s, which kills a sync worker busy for longer.
+default `--timeout` of 30 s, which kills a sync worker busy for longer. Under ASGI it is an
+async iterator: it waits on the event loop and reads in Django's sync thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -117,7 +121,14 @@ def job_events(request: HttpRequest, job_id: str) -> HttpResponseBase:
     after = min(after, found.version)
     if found.status in FINAL and after >= found.version:
         return HttpResponse(status=204)
-    blocks = () if request.method == "HEAD" else _blocks(found, after)
+    follow = _Follow(found, after)
+    blocks: Iterator[str] | AsyncIterator[str]
+    if request.method == "HEAD":
+        blocks = iter(())
+    elif isinstance(getattr(request, "_request", request), ASGIRequest):
+        blocks = _async_blocks(follow)
+    else:
+        blocks = _blocks(follow)
     return StreamingHttpResponse(
         blocks,
         content_type=EVENT_STREAM,
@@ -125,28 +136,61 @@ def job_events(request: HttpRequest, job_id: str) -> HttpResponseBase:
     )
 
 
-def _blocks(job: Job, after: int) -> Iterator[str]:
-    """The job's event blocks after `after`, read every `STREAM_POLL` seconds, a comment when
-    quiet for `SSE_KEEPALIVE`; to the final state or for `STREAM_LIFETIME` at most."""
-    start = quiet_since = time.monotonic()
-    first = True
-    while True:
-        events: list[JobEvent] = run_sync(job_plans.events_after(job, after), host_connection())
+class _Follow:
+    """One open stream of a job's events: each read's blocks, and when to read again. Written
+    once for the two drivers below (`_blocks` under WSGI, `_async_blocks` under ASGI)."""
+
+    def __init__(self, job: Job, after: int) -> None:
+        self.job = job
+        self.after = after
+        self.first = True
+        self.start = self.quiet_since = time.monotonic()
+
+    def read(self) -> list[JobEvent]:
+        """The job's events after the last one sent, on Django's connection."""
+        return run_sync(job_plans.events_after(self.job, self.after), host_connection())
+
+    def send(self, events: list[JobEvent]) -> tuple[list[str], float | None]:
+        """The blocks of `events` (a comment when quiet for `SSE_KEEPALIVE`), and the seconds
+        until the next read: None once the job is final or the stream's lifetime is over."""
+        blocks = []
         for event in events:
-            yield event_block(event, retry=first)
-            first, after = False, event.version
+            blocks.append(event_block(event, retry=self.first))
+            self.first, self.after = False, event.version
             if event.status in FINAL:
-                return
+                return blocks, None
         now = time.monotonic()
-        if now - start >= STREAM_LIFETIME:
-            return
+        if now - self.start >= STREAM_LIFETIME:
+            return blocks, None
         if events:
-            quiet_since = now
-        elif now - quiet_since >= SSE_KEEPALIVE:
-            yield ": keep-alive\n\n"
-            quiet_since = now
-        if len(events) < job_plans.EVENTS_PAGE:
-            time.sleep(STREAM_POLL)
+            self.quiet_since = now
+        elif now - self.quiet_since >= SSE_KEEPALIVE:
+            blocks.append(": keep-alive\n\n")
+            self.quiet_since = now
+        return blocks, STREAM_POLL if len(events) < job_plans.EVENTS_PAGE else 0.0
+
+
+def _blocks(follow: _Follow) -> Iterator[str]:
+    """The stream's blocks under WSGI: the worker waits between reads."""
+    while True:
+        blocks, wait = follow.send(follow.read())
+        yield from blocks
+        if wait is None:
+            return
+        time.sleep(wait)
+
+
+async def _async_blocks(follow: _Follow) -> AsyncIterator[str]:
+    """The stream's blocks under ASGI (a sync iterator would be read to its end before the
+    first byte went out): the reads in Django's sync thread, the waits on the event loop."""
+    read = sync_to_async(follow.read)
+    while True:
+        blocks, wait = follow.send(await read())
+        for block in blocks:
+            yield block
+        if wait is None:
+            return
+        await asyncio.sleep(wait)
 
 
 @_problems_answered
