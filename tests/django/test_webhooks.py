@@ -166,13 +166,15 @@ from ustun.errors import ProblemError
 
 refused = []
 
-def refuse(url):
+def refuse(url, event_types=("*",)):
     try:
-        endpoints.create("capped", url)
+        endpoints.create("capped", url, event_types)
     except ProblemError as exc:
-        refused.append(exc.slug)
+        fields = [e["field"] for e in exc.extensions.get("errors", ())]
+        refused.append(":".join([exc.slug, *fields]))
 
 refuse("ftp://example.com/hooks")
+refuse("https://example.com/hooks", ["Payment Created"])
 with override_settings(USTUN={"MAX_ENDPOINTS": 1, "WEBHOOK_ALLOW_PRIVATE": True}):
     try:
         with transaction.atomic():
@@ -186,7 +188,11 @@ urls = list(WebhookEndpoint.objects.filter(account__name="capped").values_list("
 print(json.dumps({"refused": refused, "urls": urls, "kept": kept.id}))
 """
     found = shell(shop, code)
-    assert found["refused"] == ["validation-error", "quota-exceeded"]
+    assert found["refused"] == [
+        "validation-error:body.url",
+        "validation-error:body.events",
+        "quota-exceeded",
+    ]
     assert found["urls"] == ["http://127.0.0.1:9/kept"]
     assert found["kept"].startswith("we_")
 

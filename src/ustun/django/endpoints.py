@@ -18,9 +18,13 @@ from typing import Any, NamedTuple
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
+from pydantic import ValidationError
 
 from ustun.django.conf import alias, ustun_settings
 from ustun.django.db import host_connection
+from ustun.errors import ProblemError
+from ustun.service.operations.webhook_endpoints import EndpointIn
+from ustun.service.plumbing.problems import field_message
 from ustun.service.runtime.webhook_runtime import secret_box
 from ustun.store.accounts import account_id
 from ustun.store.plans import run_sync
@@ -44,12 +48,17 @@ def create(
     in the transaction open on ustun's database if any (it exists only if that commits).
 
     `options` are the service's endpoint fields (`description`, `rate_limit`,
-    `max_in_flight`, `ordering`, `signature`, `payload`). A refused URL or option raises
+    `max_in_flight`, `ordering`, `signature`, `payload`), checked as the service checks
+    `POST /v1/webhook-endpoints`'s body. A refused URL, event type or option raises
     `ProblemError` 422 `validation-error`, an account at `USTUN["MAX_ENDPOINTS"]` 429
     `quota-exceeded` (the middleware answers either as problem+json).
     """
     settings = ustun_settings()
-    fields = {"url": url, "events": list(event_types), **options}
+    try:
+        body = EndpointIn(url=url, events=list(event_types), **options)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+    fields = body.model_dump(exclude_none=True)
     # Checked before the transaction: the URL's host is looked up.
     values = async_to_sync(checked_endpoint)(fields, allow_private=settings.webhook_allow_private)
     conn = host_connection()
@@ -59,3 +68,18 @@ def create(
         row, secret = new_endpoint(secret_box(settings), owner, **values)
         run_sync(plans.insert_endpoint(row), conn)
     return NewEndpoint(row["id"], str(secret))
+
+
+def _invalid(exc: ValidationError) -> ProblemError:
+    """422 `validation-error` naming each refused field as the service names its body's
+    (`body.events`), as `operations.checked_endpoint` names a refused URL."""
+    errors = [
+        {
+            "field": ".".join(str(part) for part in ("body", *err["loc"])),
+            "message": field_message(err),
+            "type": err["type"],
+        }
+        for err in exc.errors()
+    ]
+    fields = ", ".join(e["field"] for e in errors)
+    return ProblemError("validation-error", f"Invalid value in {fields}.", errors=errors)
