@@ -43,13 +43,13 @@ from pathlib import Path
 
 import httpx
 
-from jobs import PG, drop_pg_database, fresh_pg_database
-
 USTUN = str(Path(sys.executable).with_name("ustun"))
 SECRET_KEY = "benchmark-secret-key-of-at-least-32-characters"
 KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
 A_RATE = 20  # A's requests per second
 B_PAYMENTS = 3000
+READY = b"flooding\n"  # what a flood process prints once its flood is under way
+RAMP = 0.5  # seconds of the flood before A's probe starts
 MIB = 2**20
 
 Flood = Callable[[httpx.AsyncClient, asyncio.Event], Awaitable[None]]
@@ -61,6 +61,7 @@ class Probe:
 
     latencies: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)  # ids of the payments A was answered 201
 
     @property
     def p50(self) -> float:
@@ -131,8 +132,14 @@ def serving(database_url: str, workdir: Path, port: int) -> Iterator[Service]:
         yield Service(base, key_a, made.stdout.strip())
     finally:
         proc.terminate()
-        proc.wait(30)
-        log.close()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # not left running; the error says it did not stop
+            proc.wait()
+            raise
+        finally:
+            log.close()
 
 
 def client(service: Service, key: str, connections: int = 100) -> httpx.AsyncClient:
@@ -153,8 +160,8 @@ async def _pay(http: httpx.AsyncClient, amount: int = 100) -> httpx.Response:
     )
 
 
-async def prepare(service: Service) -> str:
-    """B's 3,000 payments (what its reports read) and A's one payment to GET; A's id."""
+async def prepare(service: Service, payments: int = B_PAYMENTS) -> str:
+    """B's `payments` (what its reports read) and A's one payment to GET; A's id."""
     async with client(service, service.key_b, 32) as b:
         sem = asyncio.Semaphore(32)
 
@@ -166,7 +173,7 @@ async def prepare(service: Service) -> str:
                     answer = await _pay(b, 100 + n)
                 answer.raise_for_status()
 
-        await asyncio.gather(*(one(n) for n in range(B_PAYMENTS)))
+        await asyncio.gather(*(one(n) for n in range(payments)))
     async with client(service, service.key_a, 4) as a:
         answer = await _pay(a)
         answer.raise_for_status()
@@ -192,6 +199,8 @@ async def probe(service: Service, payment_id: str, seconds: float) -> Probe:
             result.latencies.append(time.monotonic() - started)
             if answer.status_code >= 300:
                 result.failures.append(str(answer.status_code))
+            elif answer.status_code == 201:
+                result.created.append(answer.json()["id"])
 
         tasks = []
         start = time.monotonic()
@@ -304,12 +313,22 @@ FLOODS: dict[str, Flood] = {
 
 async def beside(service: Service, payment_id: str, flood: str, seconds: float) -> Probe:
     """A's probe while B runs `flood` in a process of its own (so that A's latencies are the
-    server's, not those of a client loop shared with the flood); it starts a second ahead."""
+    server's, not those of a client loop shared with the flood); it starts `RAMP` seconds
+    after the flood is under way."""
     flooder = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--flood", flood, service.base_url, service.key_b
+        sys.executable,
+        __file__,
+        "--flood",
+        flood,
+        service.base_url,
+        service.key_b,
+        stdout=asyncio.subprocess.PIPE,
     )
     try:
-        await asyncio.sleep(1.0)
+        assert flooder.stdout is not None
+        if await asyncio.wait_for(flooder.stdout.readline(), 60) != READY:
+            raise RuntimeError(f"the {flood} flood did not start")
+        await asyncio.sleep(RAMP)
         return await probe(service, payment_id, seconds)
     finally:
         flooder.send_signal(signal.SIGINT)
@@ -327,9 +346,12 @@ async def flooding(name: str, base_url: str, key: str) -> None:
     service = Service(base_url, "", key)
     async with client(service, key, 400) as b:
         running = asyncio.create_task(FLOODS[name](b, stop))
+        sys.stdout.buffer.write(READY)
+        sys.stdout.flush()
         await stop.wait()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(running, 30)
+        running.cancel()  # what B has under way is its own business, as are its errors
+        with contextlib.suppress(BaseException):
+            await running
 
 
 async def settle(service: Service, payment_id: str, within: float = 180.0) -> None:
@@ -346,12 +368,35 @@ async def settle(service: Service, payment_id: str, within: float = 180.0) -> No
             await asyncio.sleep(0.1)
 
 
+async def measure(
+    service: Service,
+    payment_id: str,
+    phases: list[str],
+    seconds: float,
+    shown: Callable[[str, Probe], None] | None = None,
+) -> dict[str, Probe]:
+    """A's probe in each phase in turn: `nothing` (alone) or beside a flood of `FLOODS`; the
+    server settles after each. `shown` sees each phase's probe as it ends."""
+    results = {}
+    for name in phases:
+        if name == "nothing":
+            results[name] = await probe(service, payment_id, seconds)
+        else:
+            results[name] = await beside(service, payment_id, name, seconds)
+        if shown is not None:
+            shown(name, results[name])
+        await settle(service, payment_id)
+    return results
+
+
 @contextlib.asynccontextmanager
 async def database(backend: str, workdir: Path) -> AsyncIterator[str]:
     """A fresh database of `backend`, dropped afterwards (PostgreSQL)."""
     if backend == "sqlite":
         yield f"sqlite:///{workdir / 'ustun.db'}"
         return
+    from jobs import PG, drop_pg_database, fresh_pg_database  # not in the flood processes
+
     name = await fresh_pg_database()
     try:
         yield f"{PG}/{name}"
@@ -371,16 +416,11 @@ async def run(backend: str, seconds: float, floods: list[str], *, as_json: bool)
         async with database(backend, workdir) as url:
             with serving(url, workdir, _free_port()) as service:
                 payment_id = await prepare(service)
-                results = {"nothing": await probe(service, payment_id, seconds)}
                 if not as_json:
                     print(f"\n{backend}: A's ms, {A_RATE} requests/s for {seconds:g} s each\n")
                     print("| beside | p50 | p99 | failures |\n|---|---:|---:|---:|")
-                    print(_row("nothing", results["nothing"]), flush=True)
-                for name in floods:
-                    results[name] = await beside(service, payment_id, name, seconds)
-                    if not as_json:
-                        print(_row(name, results[name]), flush=True)
-                    await settle(service, payment_id)
+                shown = None if as_json else lambda name, p: print(_row(name, p), flush=True)
+                results = await measure(service, payment_id, ["nothing", *floods], seconds, shown)
                 if as_json:
                     print(json.dumps({backend: {k: v.summary() for k, v in results.items()}}))
 
