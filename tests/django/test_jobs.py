@@ -14,8 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from django_support import Served, Shop
+from django_support import USERS, Served, Shop
 from support import problem_of, sync_connection
+from ustun.client import Client
 from ustun.http.sse_parser import EventStreamParser
 from ustun.jobs.adapters.plans import EVENTS_PAGE
 
@@ -141,18 +142,20 @@ def test_a_report_is_accepted_then_followed_live_to_its_result(
         assert len(lines) == ROWS + 1
 
 
-def test_the_event_stream_resumes_after_last_event_id(
+def test_ustuns_client_follows_a_report_and_its_stream_resumes_after_last_event_id(
     served: Served, start_worker: Callable[[], None]
 ) -> None:
     start_worker()
+    # ustun's own client keys the POST and follows the job's stream to its end.
+    with Client(base_url=served.url, auth=("ann", USERS["ann"]), timeout=30) as client:
+        accepted = client.post("/reports", json={"rows": ROWS})
+        assert accepted.status_code == 202, accepted.text
+        assert client.wait(accepted, timeout=30)["status"] == "done"
+    url = accepted.headers["location"]
     with served.client("ann") as ann:
-        url = _report(ann).headers["location"]
-        # The stream from the start ends once the job is done.
-        followed = _stream(ann, url)
         done = ann.get(url)
         assert done.json()["status"] == "done"
         final = int(done.headers["etag"].strip('"'))
-        assert followed == list(range(1, final + 1))
         assert _stream(ann, url, last=0) == list(range(1, final + 1))
         assert _stream(ann, url, last=3) == list(range(4, final + 1))
         assert _stream(ann, url, last=final - 1) == [final]
