@@ -5,7 +5,9 @@ made by one compare-and-set, so concurrent writers with the same tag get one suc
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -18,6 +20,8 @@ from support import problem_of, wait_for
 
 pytestmark = pytest.mark.e2e
 
+WORKERS = 4
+
 WRITES: list[tuple[str, dict[str, Any]]] = [
     ("PATCH", {"json": {"body": "edited"}}),
     ("PUT", {"json": {"title": "Replaced", "body": "edited"}}),
@@ -27,7 +31,7 @@ WRITES: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.fixture(scope="module")
 def served(shop: Shop) -> Served:
-    return shop.serve(workers=4)
+    return shop.serve(workers=WORKERS)
 
 
 def _create(client: httpx.Client, title: str = "Plan", body: str = "first") -> str:
@@ -46,6 +50,48 @@ def _current(client: httpx.Client, url: str) -> dict[str, Any]:
     document: dict[str, Any] = got.json()
     assert got.headers["etag"] == f'"{document["version"]}"'
     return document
+
+
+def _postgresql(shop: Shop) -> str | None:
+    """A psycopg DSN of the shop's database when it is PostgreSQL (None on SQLite, which shows
+    no lock waits to wait on)."""
+    if not shop.database_url.startswith("postgresql"):
+        return None
+    return make_url(shop.database_url).set(drivername="postgresql").render_as_string(False)
+
+
+def _id(url: str) -> int:
+    return int(url.rsplit("/", 1)[1])
+
+
+def _wait_for_updates_on_lock(dsn: str, count: int) -> None:
+    """Until `count` UPDATEs of documents wait for a row lock (PostgreSQL's pg_stat_activity)."""
+    with psycopg.connect(dsn, autocommit=True) as watch:
+
+        def waiting() -> bool:
+            found = watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND query LIKE 'UPDATE %documents_document%'"
+            ).fetchone()
+            return found is not None and found[0] == count
+
+        wait_for(waiting, timeout=30, what=f"{count} UPDATEs to wait for the row lock")
+
+
+@contextmanager
+def _row_held(shop: Shop, url: str) -> Iterator[None]:
+    """On PostgreSQL, the document's row locked (FOR UPDATE, nothing changed) until every
+    gunicorn worker's UPDATE waits for it, so they all race from the same version at once;
+    on SQLite, nothing."""
+    dsn = _postgresql(shop)
+    if dsn is None:
+        yield
+        return
+    with psycopg.connect(dsn) as holder:
+        holder.execute("SELECT 1 FROM documents_document WHERE id = %s FOR UPDATE", (_id(url),))
+        yield
+        _wait_for_updates_on_lock(dsn, WORKERS)
+        holder.rollback()
 
 
 def test_reads_carry_the_etag_and_answer_304_to_a_matching_if_none_match(served: Served) -> None:
@@ -113,7 +159,10 @@ def test_writes_need_a_current_if_match(served: Served) -> None:
         assert ann.patch(url, json={"body": "x"}, headers={"If-Match": '"5"'}).status_code == 404
 
 
-def test_concurrent_writers_with_one_etag_get_one_success(served: Served) -> None:
+def test_concurrent_writers_with_one_etag_get_one_success(shop: Shop, served: Served) -> None:
+    """12 PATCHes with the same If-Match: one 200, eleven 412. On PostgreSQL the first four (one
+    per worker) are held at the UPDATE together, each having read version 1 and found its
+    If-Match true; only the compare-and-set tells them apart."""
     writers = 12
     with served.client("ann") as ann:
         url = _create(ann, body="original")
@@ -124,8 +173,9 @@ def test_concurrent_writers_with_one_etag_get_one_success(served: Served) -> Non
             start.wait(timeout=10)
             return client.patch(url, json={"body": f"writer {writer}"}, headers={"If-Match": '"1"'})
 
-    with ThreadPoolExecutor(writers) as pool:
-        answers = list(pool.map(patch, range(writers)))
+    with ThreadPoolExecutor(writers) as pool, _row_held(shop, url):
+        pending = [pool.submit(patch, writer) for writer in range(writers)]
+    answers = [answer.result() for answer in pending]
     won = [writer for writer, answer in enumerate(answers) if answer.status_code == 200]
     assert len(won) == 1, [answer.status_code for answer in answers]
     for writer, answer in enumerate(answers):
@@ -160,31 +210,18 @@ def test_a_write_committed_between_the_check_and_the_update_is_not_overwritten(
     but not committed, so the PATCH's UPDATE waits for the row lock. Once that commits, the
     UPDATE finds version 2 and changes nothing; evaluated again on version 2, `"1"` is stale
     (412, the other write stays) and `*` still holds (the PATCH is applied to version 2)."""
-    if not shop.database_url.startswith("postgresql"):
+    dsn = _postgresql(shop)
+    if dsn is None:
         pytest.skip("SQLite shows no lock waits to wait on (PostgreSQL's pg_stat_activity does)")
     with served.client("ann") as ann:
         url = _create(ann)
-    dsn = make_url(shop.database_url).set(drivername="postgresql")
-    with (
-        psycopg.connect(dsn.render_as_string(hide_password=False)) as other,
-        psycopg.connect(dsn.render_as_string(hide_password=False), autocommit=True) as watch,
-        served.client("ann") as ann,
-        ThreadPoolExecutor(1) as pool,
-    ):
+    with psycopg.connect(dsn) as other, served.client("ann") as ann, ThreadPoolExecutor(1) as pool:
         other.execute(
             "UPDATE documents_document SET body = 'other', version = version + 1 WHERE id = %s",
-            (int(url.rsplit("/", 1)[1]),),
+            (_id(url),),
         )
         pending = pool.submit(ann.patch, url, json={"body": "mine"}, headers={"If-Match": if_match})
-
-        def waiting_for_the_lock() -> bool:
-            found = watch.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND query LIKE 'UPDATE %documents_document%'"
-            ).fetchone()
-            return found is not None and found[0] == 1
-
-        wait_for(waiting_for_the_lock, timeout=30, what="the PATCH's UPDATE to wait for the lock")
+        _wait_for_updates_on_lock(dsn, 1)
         other.commit()
         answer = pending.result(timeout=30)
         assert answer.status_code == status, answer.text
