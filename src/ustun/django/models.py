@@ -23,4 +23,6 @@ class Versioned(models.Model):
     def etag(self) -> EntityTag:
         """The strong ETag of this version, formed as the service forms its rows' (`"3"`)."""
         return Version(self.version).etag
+
+
 from ustun.django import admin_models  # noqa: E402, F401  (the admin's webhook tables)
