@@ -63,6 +63,7 @@ class Ustun:
     def init_app(self, app: Flask) -> None:
         """Register ustun on `app`: its problem answers, its `flask ustun` commands, job status
         at `url_prefix` and, with an engine, the session's teardown."""
+        # Both import this module (`current`).
         from ustun.flask.cli import commands
         from ustun.flask.jobs import blueprint
 

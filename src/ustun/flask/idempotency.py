@@ -19,9 +19,10 @@ from werkzeug.utils import import_string
 
 from ustun.flask.extension import Ustun, current
 from ustun.flask.problems import problem_response
+from ustun.http.idempotency_key import HEADER
 from ustun.idempotency.decision import Refuse, key_of
 from ustun.idempotency.hosted import HostedKeys, Replayed, keyed_request
-from ustun.idempotency.middleware import REPLAY_HEADERS
+from ustun.idempotency.middleware import REPLAY_HEADERS, REPLAYED_HEADER
 from ustun.idempotency.records import StoredResponse
 from ustun.service.runtime.secret_keys import fingerprint_keys
 from ustun.service.runtime.webhook_runtime import secret_box
@@ -29,8 +30,6 @@ from ustun.service.runtime.webhook_runtime import secret_box
 Policy = Literal["required", "optional"]
 P = ParamSpec("P")
 R = TypeVar("R")
-HEADER = "Idempotency-Key"
-REPLAYED_HEADER = "Idempotent-Replayed"
 SCOPE = "USTUN_IDEMPOTENCY_SCOPE"
 _KEYS = "ustun.idempotency"
 
@@ -69,7 +68,7 @@ def _stored(response: Response) -> StoredResponse:
 def _answer(answer: Replayed | Refuse) -> Response:
     if isinstance(answer, Refuse):
         return problem_response(answer.slug, answer.detail, answer.headers, answer.extensions)
-    headers = [*answer.response.headers, (REPLAYED_HEADER, "true")]
+    headers = [*answer.response.headers, (REPLAYED_HEADER.title(), "true")]
     return Response(answer.body, status=answer.response.status, headers=headers)
 
 
