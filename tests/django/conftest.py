@@ -30,6 +30,7 @@ def shop(
         "SHOP_SECRET_KEY": SECRET_KEY,
         "SHOP_ALLOW_PRIVATE": "1",
         "SHOP_FAULTS": str(folder),
+        "SHOP_FAST_PASSWORDS": "1",
     }
     shop = Shop(url, env, folder)
     try:

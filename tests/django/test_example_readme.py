@@ -50,6 +50,7 @@ def test_the_readme_runs(tmp_path: Path) -> None:
         **os.environ,
         "SHOP_DATABASE_URL": f"sqlite:///{tmp_path / 'shop.sqlite3'}",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "SHOP_FAST_PASSWORDS": "1",
     }
     proc = subprocess.Popen(
         ["bash", "-c", script],

@@ -49,7 +49,8 @@ def job_kinds(settings: Settings) -> jobs.Registry:
     """The service's job kinds: the app's (those of its job modules), the report, and the hook
     that emits job.completed / job.failed into the webhook outbox."""
     kinds = import_job_modules(settings)
-    reports.register(kinds)
+    if kinds.get(reports.KIND) is None:  # an app's own kind of that name wins
+        reports.register(kinds)
     job_routes.register(kinds)
     return kinds
 
