@@ -66,7 +66,7 @@ class ConditionalMixin(GenericAPIView[V]):
         `If-Match`, 304 for a GET/HEAD the client has, 412 when a tag is stale."""
         instance = super().get_object()
         pre = self._preconditions()
-        method = self.request.method or ""
+        method = self._method()
         if method in _WRITES:
             require_if_match(pre)
         if conditional_read(method, pre, _validators(instance)):
@@ -119,9 +119,14 @@ class ConditionalMixin(GenericAPIView[V]):
             if current is None:
                 raise Http404
             instance.version = version = current
-            outcome = evaluate(self.request.method or "", pre, _validators(instance))
+            outcome = evaluate(self._method(), pre, _validators(instance))
             if isinstance(outcome, PreconditionFailed):
                 raise failed(pre, outcome.field)
+
+    def _method(self) -> str:
+        """The HTTP request's method: DRF's metadata (OPTIONS) calls `get_object` on a copy of
+        the request whose method says PUT, which is no write to require If-Match of."""
+        return self.request._request.method or ""
 
     def _preconditions(self) -> Preconditions:
         """The request's If-Match and If-None-Match (400 `precondition-invalid` for a malformed
