@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from flask import Flask, request
 from sqlalchemy import Integer, create_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from flask import Flask, request
 from ustun.flask import Ustun, emit, idempotent
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import os
 
+from litestar import Litestar, get, post
 from sqlalchemy import Column, Integer, MetaData, Table, insert, select
 
-from litestar import Litestar, get, post
 from ustun.errors import NotFoundError
 from ustun.litestar import UstunPlugin
 from ustun.store import Database, UnitOfWork
