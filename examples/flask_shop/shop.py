@@ -56,6 +56,7 @@ app.config.update(
     SQLALCHEMY_DATABASE_URI=os.environ["SHOP_DATABASE_URL"],
     SECRET_KEY=os.environ.get("SHOP_SECRET_KEY", "change-me-to-32-characters-or-more"),
     USTUN_IDEMPOTENCY_SCOPE="shop.account",
+    USTUN_JOB_MODULES="receipts",
     USTUN_WEBHOOK_ALLOW_PRIVATE=os.environ.get("SHOP_ALLOW_PRIVATE", "0"),
 )
 if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
@@ -105,7 +106,7 @@ def payment(payment_id: int) -> tuple[dict[str, Any], dict[str, str]]:
 @app.post("/payments/<int:payment_id>/receipts")
 @idempotent("required")
 def receipt(payment_id: int) -> Any:
-    return accepted(enqueue("receipt", {"payment": payment_id}, account=account()))
+    return accepted(enqueue("shop.receipt", {"payment": payment_id}, account=account()))
 
 
 @app.post("/webhook-endpoints")

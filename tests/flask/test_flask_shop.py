@@ -1,7 +1,7 @@
 """The example Flask shop served by gunicorn (4 processes of 6 threads) on each database:
 `@idempotent`'s statuses and problems are the service's, concurrent duplicates run once, a view
 that raises, answers 5xx or dies with its server leaves nothing and the key free; `conditional`
-and `accepted` answer as the service does."""
+answers as the service does."""
 
 from __future__ import annotations
 
@@ -201,22 +201,3 @@ def test_conditional_writes_under_if_match(served: Served) -> None:
         _problem(stale, 412, "precondition-failed")
         assert ann.get(url).json()["note"] == "paid"
         _problem(bob.get(url), 404, "not-found")
-
-
-def test_accepted_answers_202_with_the_job_to_follow(served: Served) -> None:
-    with served.client("ann") as ann, served.client("bob") as bob:
-        made = _pay(ann, str(uuid.uuid4()), 7007).json()
-        started = ann.post(f"/payments/{made['id']}/receipts", headers={"Idempotency-Key": "r1"})
-        assert started.status_code == 202, started.text
-        job = started.json()
-        assert (job["kind"], job["status"]) == ("receipt", "pending")
-        location = started.headers["location"]
-        assert location.endswith(f"/ustun/jobs/{job['id']}")
-        assert started.headers["retry-after"] == "1"
-        status = ann.get(location)
-        assert status.status_code == 200
-        assert status.json()["id"] == job["id"]
-        assert (
-            ann.get(location, headers={"If-None-Match": status.headers["etag"]}).status_code == 304
-        )
-        _problem(bob.get(location), 404, "not-found")

@@ -1,7 +1,9 @@
-"""Webhooks from the example Flask shop on both databases: an endpoint registered by
-`endpoints.create` in an `@idempotent` view (its secret shown once, sealed for the replay), the
-event of a committed payment delivered by `flask --app shop ustun worker` and verified with the
-`standardwebhooks` package, and none from a view that raised."""
+"""What `flask --app shop ustun worker` does for the example Flask shop on both databases: the
+event of a committed payment delivered to an endpoint registered by `endpoints.create` in an
+`@idempotent` view (its secret shown once, sealed for the replay), verified with the
+`standardwebhooks` package, and none from a view that raised; a job enqueued by a view run to
+its end (202, its status with ETag/304, another account's a 404), its result served beside
+its status."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 from standardwebhooks import Webhook
 
@@ -99,3 +102,35 @@ def test_a_committed_payment_is_delivered_signed_and_a_raised_one_never(
     assert (event["type"], event["data"]) == ("payment.created", paid.json())
     # The raised view's event never committed: this payment's is the one event.
     assert payment_events(shop, 8008) == [event["id"]]
+
+
+def test_a_job_is_accepted_run_and_its_result_served(served: Served) -> None:
+    with served.client("ann") as ann, served.client("bob") as bob:
+        payment = {"amount": 9009, "currency": "EUR"}
+        paid = ann.post("/payments", json=payment, headers={"Idempotency-Key": str(uuid.uuid4())})
+        started = ann.post(
+            f"/payments/{paid.json()['id']}/receipts",
+            headers={"Idempotency-Key": str(uuid.uuid4())},
+        )
+        assert started.status_code == 202, started.text
+        job = started.json()
+        assert (job["kind"], job["status"]) == ("shop.receipt", "pending")
+        assert started.headers["retry-after"] == "1"
+        location = started.headers["location"]
+        assert location.endswith(f"/ustun/jobs/{job['id']}")
+
+        def done() -> httpx.Response | None:
+            status = ann.get(location)
+            return status if status.json()["status"] in ("done", "failed") else None
+
+        finished = wait_for(done, timeout=30, interval=0.2, what="the job to finish")
+        assert finished.json()["status"] == "done", finished.text
+        assert "retry-after" not in finished.headers
+        unchanged = ann.get(location, headers={"If-None-Match": finished.headers["etag"]})
+        assert unchanged.status_code == 304
+        result = ann.get(finished.json()["result_url"])
+        assert result.status_code == 200
+        assert result.headers["content-type"].startswith("text/plain")
+        assert result.text == f"Receipt for payment {paid.json()['id']}\n"
+        # Another account's job does not exist for bob.
+        assert bob.get(location).json()["type"] == "/problems/not-found"
