@@ -18,6 +18,7 @@ The database holds ustun's tables (`ustun migrate` with `USTUN_DATABASE_URL` poi
 from __future__ import annotations
 
 import io
+import logging
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -53,6 +54,7 @@ from ustun.store.plans import Plan, run_sync
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
+log = logging.getLogger("ustun.idempotency")
 T = TypeVar("T")
 Scope = Callable[["WSGIEnvironment"], str]
 _HEADER = "HTTP_IDEMPOTENCY_KEY"
@@ -151,9 +153,11 @@ class IdempotencyMiddleware:
             if answer.body is not None and len(answer.body) > self.max_body:
                 answer = StoredResponse(answer.status, answer.headers, None)
             stored = kept(answer, self.sealer, scope=request.scope, key=request.key)
-            self._run(
-                complete_key(request.scope, request.key, claim.lease_token, stored, ttl=self.ttl)
+            completion = complete_key(
+                request.scope, request.key, claim.lease_token, stored, ttl=self.ttl
             )
+            if not self._run(completion):
+                log.warning("key %r: lease lost before the response was stored", request.key)
         else:
             self._run(release)
         _count("executed")
@@ -211,14 +215,16 @@ def _called(
 ) -> tuple[int, list[tuple[str, str]], list[bytes]]:
     """Run `app` to the end of its answer: its status, headers and body, buffered."""
     started: list[tuple[str, list[tuple[str, str]]]] = []
+    # What the app writes through `write()` (PEP 3333's imperative API) comes first.
+    chunks: list[bytes] = []
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
         started.append((status, headers))
-        return lambda _: None  # the body goes out once stored, not through write()
+        return chunks.append
 
     result = app(environ, start_response)
     try:
-        chunks = list(result)
+        chunks.extend(result)
     finally:
         close = getattr(result, "close", None)
         if close is not None:

@@ -39,8 +39,10 @@ def orders_app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
     with engine.begin() as conn:
         order_id = conn.execute(insert(orders).values(amount=amount)).inserted_primary_key[0]
     body = json.dumps({"id": order_id, "amount": amount}).encode()
-    start_response("201 Created", [("Content-Type", "application/json")])
-    return [body]
+    # The imperative `write()` of PEP 3333 (the other answers are iterables).
+    write = start_response("201 Created", [("Content-Type", "application/json")])
+    write(body)
+    return []
 
 
 app = IdempotencyMiddleware(
