@@ -105,7 +105,7 @@ DEFAULT_RATE_LIMIT = 100
 DEFAULT_RATE_BURST = 200
 # Requests of one account one `ustun serve` process works on at once, whatever they cost; the
 # account's further requests wait in its own queue, never ahead of another account's.
-DEFAULT_MAX_REQUESTS_IN_FLIGHT = 4
+DEFAULT_MAX_REQUESTS_IN_FLIGHT = 2
 
 # What `ustun serve` takes from one connection: a request line and headers of at most this
 # many bytes (64 KiB) and header fields (past either: 431), the head within this many seconds
