@@ -34,6 +34,8 @@ def shop(
         "SHOP_SECRET_KEY": SECRET_KEY,
         "SHOP_ALLOW_PRIVATE": "1",
         "SHOP_FAULTS": str(faults),
+        # A few endpoints per account, so that a test reaches the quota.
+        "USTUN_MAX_ENDPOINTS": "3",
     }
     shop = Shop(url, env, folder)
     try:

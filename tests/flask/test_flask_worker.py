@@ -134,3 +134,19 @@ def test_a_job_is_accepted_run_and_its_result_served(served: Served) -> None:
         assert result.text == f"Receipt for payment {paid.json()['id']}\n"
         # Another account's job does not exist for bob.
         assert bob.get(location).json()["type"] == "/problems/not-found"
+
+
+def test_an_account_registers_at_most_its_quota_of_endpoints(
+    served: Served, receiver: tuple[Receiver, str]
+) -> None:
+    _, url = receiver
+    with served.client("ann") as ann:
+
+        def register() -> httpx.Response:
+            key = {"Idempotency-Key": str(uuid.uuid4())}
+            return ann.post("/webhook-endpoints", json={"url": url}, headers=key)
+
+        assert [register().status_code for _ in range(3)] == [201, 201, 201]
+        refused = register()
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["type"] == "/problems/quota-exceeded"

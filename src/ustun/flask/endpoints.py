@@ -32,11 +32,13 @@ def create(
 
     `options` are the service's endpoint fields (`description`, `rate_limit`,
     `max_in_flight`, `ordering`, `signature`, `payload`). A refused URL or option raises
-    `ProblemError` 422 `validation-error` (answered as problem+json).
+    `ProblemError` 422 `validation-error`, an account at `USTUN_MAX_ENDPOINTS` 429
+    `quota-exceeded` (answered as problem+json).
     """
     ustun = current()
     settings = ustun.settings()
     fields = {"url": url, "events": list(event_types), **options}
     # Checked before any write: the URL's host is looked up.
     values = asyncio.run(checked_endpoint(fields, allow_private=settings.webhook_allow_private))
-    return insert_on(ustun.connection(), secret_box(settings), account, values)
+    box = secret_box(settings)
+    return insert_on(ustun.connection(), box, account, values, max_endpoints=settings.max_endpoints)

@@ -23,6 +23,7 @@ from ustun.webhooks.brokers.destinations import Destination, redact
 from ustun.webhooks.records import Endpoint
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.sending.outbox import ENDPOINT_DISABLED, emit
+from ustun.webhooks.sending.quotas import check_endpoint_room
 from ustun.webhooks.store import cap
 
 HTTP = "http"
@@ -173,12 +174,20 @@ class NewEndpoint(NamedTuple):
 
 
 def insert_on(
-    conn: DbapiConnection, box: SecretBox, account: str, values: Mapping[str, Any]
+    conn: DbapiConnection,
+    box: SecretBox,
+    account: str,
+    values: Mapping[str, Any],
+    *,
+    max_endpoints: int,
 ) -> NewEndpoint:
     """Register an endpoint of the account named `account` (made on first use) on a host
     framework's connection, in the transaction it has open: `values` the columns
-    `operations.checked_endpoint` checked."""
-    row, secret = new_endpoint(box, run_sync(named_account(account), conn), **values)
+    `operations.checked_endpoint` checked; 429 `quota-exceeded` when the account has
+    `max_endpoints` already."""
+    owner = run_sync(named_account(account), conn)
+    check_endpoint_room(run_sync(webhook_plans.endpoints_held(owner), conn), max_endpoints)
+    row, secret = new_endpoint(box, owner, **values)
     run_sync(webhook_plans.insert_endpoint(row), conn)
     return NewEndpoint(row["id"], str(secret))
 
