@@ -15,7 +15,8 @@ from typing import Any
 
 from flask import request
 
-from shop import Payment, account, app, db, emit, idempotent, shown
+from shop import Payment, account, app, db, shown
+from ustun.flask import emit, idempotent
 
 
 def _pay() -> dict[str, Any]:

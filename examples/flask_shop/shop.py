@@ -1,10 +1,6 @@
 """A tiny Flask shop on ustun: payments made once per Idempotency-Key, each with its
-`payment.created` event, changed only under `If-Match`, and receipts made by a job.
-
-    SHOP_DATABASE_URL=sqlite:////tmp/shop.sqlite3 flask --app shop init-db
-    SHOP_DATABASE_URL=sqlite:////tmp/shop.sqlite3 flask --app shop ustun migrate
-    SHOP_DATABASE_URL=sqlite:////tmp/shop.sqlite3 gunicorn -w 4 shop:app
-    SHOP_DATABASE_URL=sqlite:////tmp/shop.sqlite3 flask --app shop ustun worker
+`payment.created` event, changed only under `If-Match`, and receipts made by a job (README.md
+says how to run it).
 
 Callers sign in with HTTP basic auth (ann or bob, the demo's users); each is an account of
 its own, for its idempotency keys and its webhook events.
