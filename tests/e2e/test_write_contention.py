@@ -77,8 +77,11 @@ async def test_another_accounts_requests_keep_their_pace_beside_a_pile_of_transf
             httpx.AsyncClient(
                 base_url=server.base_url, headers={"authorization": f"Bearer {key_a}"}
             ) as a,
+            # B's own reads wait behind its transfers, in its queue of requests in flight.
             httpx.AsyncClient(
-                base_url=server.base_url, headers={"authorization": f"Bearer {key_b}"}
+                base_url=server.base_url,
+                headers={"authorization": f"Bearer {key_b}"},
+                timeout=60,
             ) as b,
         ):
             ledgers = [
