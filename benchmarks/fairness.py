@@ -340,7 +340,9 @@ async def beside(service: Service, payment_id: str, flood: str, seconds: float) 
 
 
 async def flooding(name: str, base_url: str, key: str) -> None:
-    """Run the flood `name` as B until interrupted (SIGINT)."""
+    """Run the flood `name` as B until interrupted (SIGINT), at a low priority: B's client
+    stands in for another machine, so its own CPU is not taken from the server's."""
+    os.nice(10)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop.set)
     service = Service(base_url, "", key)
