@@ -74,17 +74,24 @@ class Shop:
             log=f"gunicorn-{port}.log",
         )
         served = Served(f"http://127.0.0.1:{port}", proc)
+        self.wait_listening(proc, f"127.0.0.1:{port}", self.log_dir / f"gunicorn-{port}.log")
+        return served
+
+    def wait_listening(self, proc: subprocess.Popen[bytes], address: str, log: Path) -> None:
+        """Until the gunicorn `proc` logs that it listens at `address` (not some other process
+        that took the port meanwhile) and answers there."""
 
         def answering() -> bool:
             if proc.poll() is not None:
                 raise AssertionError(f"gunicorn exited early:\n{self.logs()}")
+            if f"Listening at: http://{address} ({proc.pid})" not in log.read_text():
+                return False
             try:
-                return httpx.get(f"{served.url}/", timeout=1).status_code == 404
+                return httpx.get(f"http://{address}/", timeout=1).status_code == 404
             except httpx.HTTPError:
                 return False
 
-        wait_for(answering, timeout=30, what="gunicorn to answer")
-        return served
+        wait_for(answering, timeout=30, what=f"gunicorn to answer at {address}")
 
     def logs(self) -> str:
         return "\n".join(p.read_text(errors="replace") for p in self.log_dir.glob("*.log"))

@@ -11,11 +11,10 @@ import shlex
 import subprocess
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from flask_support import BIN, EXAMPLE, SECRET_KEY, Shop
-from support import free_port, wait_for
+from support import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -39,16 +38,11 @@ def readme_shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Shop
     shop = Shop(url, {**env, "SHOP_DATABASE_URL": url, "SHOP_SECRET_KEY": SECRET_KEY}, folder)
     address = f"127.0.0.1:{free_port()}"
     try:
-        for number, line in enumerate(SERVE.splitlines()):
+        gunicorn, *_ = [
             shop.start(*shlex.split(line.replace(README_ADDRESS, address)), log=f"{number}.log")
-
-        def answering() -> bool:
-            try:
-                return httpx.get(f"http://{address}/payments", timeout=1).status_code == 401
-            except httpx.HTTPError:
-                return False
-
-        wait_for(answering, timeout=30, what="the README's gunicorn to answer")
+            for number, line in enumerate(SERVE.splitlines())
+        ]
+        shop.wait_listening(gunicorn, address, folder / "0.log")
         yield shop, address
     finally:
         shop.stop_all()

@@ -62,8 +62,12 @@ def served(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     url = f"http://127.0.0.1:{port}"
 
     def answering() -> bool:
+        output = Path(log.name).read_text()
         if proc.poll() is not None:
-            raise AssertionError(f"uvicorn exited early: {Path(log.name).read_text()}")
+            raise AssertionError(f"uvicorn exited early: {output}")
+        # Its own line: not some other process that took the port meanwhile.
+        if f"Uvicorn running on {url}" not in output:
+            return False
         try:
             return httpx.get(f"{url}/payments/0", timeout=1).status_code == 404
         except httpx.HTTPError:
