@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy.engine import make_url
 
-from flask_support import SECRET_KEY, Shop
+from flask_support import SECRET_KEY, Served, Shop
 from support import BACKENDS, drop_pg_database, make_pg_database
 
 
@@ -46,3 +46,9 @@ def shop(
         shop.stop_all()
         if pg_name is not None:
             drop_pg_database(pg_name)
+
+
+@pytest.fixture(scope="session")
+def served(shop: Shop) -> Served:
+    """The shop under gunicorn: 4 processes of 6 threads."""
+    return shop.serve(workers=4, threads=6)

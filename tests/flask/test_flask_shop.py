@@ -21,11 +21,6 @@ from support import wait_for
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def served(shop: Shop) -> Served:
-    return shop.serve(workers=4, threads=6)
-
-
 def _pay(
     client: httpx.Client, key: str | None, amount: int, path: str = "/payments"
 ) -> httpx.Response:

@@ -60,11 +60,10 @@ def receiver() -> Iterator[tuple[Receiver, str]]:
         server.server_close()
 
 
-@pytest.fixture(scope="module")
-def served(shop: Shop) -> Served:
-    """The shop under gunicorn, and its worker."""
+@pytest.fixture(scope="module", autouse=True)
+def worker(shop: Shop) -> None:
+    """The shop's worker, beside its server."""
     shop.start(str(BIN / "flask"), "--app", "shop", "ustun", "worker", log="worker.log")
-    return shop.serve(workers=2, threads=4)
 
 
 def test_a_committed_payment_is_delivered_signed_and_a_raised_one_never(
