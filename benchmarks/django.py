@@ -17,7 +17,11 @@ no keep-alive, as gunicorn's sync workers close each connection) keeps `--connec
 in flight, each with a fresh Idempotency-Key; any answer but 201 stops the run. After a warm-up
 the variants are loaded in interleaved rounds (a b c d a b c d), `--seconds` each. It prints
 req/s per round and their mean, CPU µs per request of gunicorn (master and workers) and of the
-PostgreSQL backends of the database, and the ratios (b)/(a), (c)/(a), (d)/(a), (d)/(b).
+PostgreSQL backends of the database, and the ratios (b)/(a), (c)/(a), (d)/(a), (d)/(b): of the
+mean req/s, per round, and of the requests one CPU-second serves (gunicorn's and PostgreSQL's
+CPU per request, inverted; the load generator's and PostgreSQL's shared processes' are not
+counted). On a machine whose other load swings, the rates of single rounds swing with it and
+the CPU per request holds better.
 
     .venv/bin/python benchmarks/django.py [--seconds 5] [--rounds 2] [--backend both] [--json]
 
@@ -351,7 +355,8 @@ def _mean(values: list[float]) -> float:
 
 
 def summary(servers: dict[str, Server]) -> dict[str, Any]:
-    """Per variant its rounds and means; the ratios of mean rates, and per round."""
+    """Per variant its rounds and means; the ratios of mean rates, per round, and of the
+    requests one CPU-second serves (gunicorn's and PostgreSQL's CPU per request, inverted)."""
     variants = {
         v: {
             "rounds": [asdict(s) for s in server.samples],
@@ -361,9 +366,11 @@ def summary(servers: dict[str, Server]) -> dict[str, Any]:
         }
         for v, server in servers.items()
     }
+    cpu = {v: row["gunicorn_us"] + row["postgresql_us"] for v, row in variants.items()}
     ratios = {
         f"{x}/{y}": {
             "mean": variants[x]["rate"] / variants[y]["rate"],
+            "cpu": cpu[y] / cpu[x],
             "rounds": [
                 sx.rate / sy.rate
                 for sx, sy in zip(servers[x].samples, servers[y].samples, strict=True)
@@ -400,7 +407,10 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None
         for name, ratio in result["ratios"].items():
             rounds = " / ".join(f"{r:.2f}" for r in ratio["rounds"])
             target = "  (target >= 0.90)" if name == "d/b" else ""
-            print(f"  ({name[0]})/({name[2]}) = {ratio['mean']:.2f}   rounds {rounds}{target}")
+            print(
+                f"  ({name[0]})/({name[2]}) = {ratio['mean']:.2f}   rounds {rounds}"
+                f"   per CPU-second {ratio['cpu']:.2f}{target}"
+            )
 
 
 def main() -> None:
