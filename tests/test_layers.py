@@ -43,6 +43,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     PILLARS,
     # The service's and the CLI's settings (the pillars take their values as arguments).
     ("ustun.settings",),
+    # What is derived from the settings' secret key: the secret box, the fingerprint keys.
+    ("ustun.keys",),
     # Inside the reference service, bottom up.
     ("ustun.service.plumbing",),
     ("ustun.service.resources", "ustun.service.operations"),
@@ -51,6 +53,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # The checks `ustun serve` runs before it starts, then the command line.
     ("ustun.preflight",),
     ("ustun.cli",),
+    # The pillars in a host framework's own transactions; their commands are the CLI's.
+    ("ustun.django", "ustun.flask", "ustun.litestar", "ustun.wsgi"),
 )
 FLOOR = {group: level for level, groups in enumerate(FLOORS) for group in groups}
 

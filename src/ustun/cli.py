@@ -106,7 +106,7 @@ async def _database(
         preflight.database_file(settings.database_url, create=migrate)
         box = None
         if serving:
-            from ustun.service.runtime.webhook_runtime import secret_box
+            from ustun.keys import secret_box
 
             box = secret_box(settings)  # may write the key file beside a SQLite database
         await preflight.reach(db)  # opens (so creates) a SQLite file
@@ -310,8 +310,8 @@ def rotate_key() -> None:
     """Re-encrypt every stored secret under USTUN_SECRET_KEY, opening what is still sealed
     under USTUN_SECRET_KEY_PREVIOUS; run it once every process has both keys."""
     with _server_extra("rotate-key"):
+        from ustun.keys import secret_box
         from ustun.service.runtime import secret_keys
-        from ustun.service.runtime.webhook_runtime import secret_box
 
     settings = _settings()
 

@@ -12,8 +12,8 @@ import pytest
 from ustun.errors import ProblemError
 from ustun.http.etag import EntityTagMatch
 from ustun.http.preconditions import Preconditions
+from ustun.keys import secret_box
 from ustun.service.plumbing.accounts import account_for_key, create_key
-from ustun.service.runtime.webhook_runtime import secret_box
 from ustun.settings import Settings
 from ustun.store import Database
 from ustun.webhooks import endpoints, operations

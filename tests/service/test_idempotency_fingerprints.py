@@ -14,7 +14,7 @@ from sqlalchemy import select
 from support import problem_of
 from ustun.http.fingerprint import KEYED_PREFIX, canonical_json, fingerprint
 from ustun.idempotency.tables import idempotency_records
-from ustun.service.runtime.secret_keys import FINGERPRINT_KEY_INFO
+from ustun.keys import FINGERPRINT_KEY_INFO
 from ustun.store import Database
 from ustun.webhooks.secretbox import derive_key
 

@@ -20,9 +20,9 @@ from sqlalchemy.engine import make_url
 from dashboard_support import SECRET, create_endpoint, log_in
 from ustun import clock
 from ustun.http.signature import SigningKey
+from ustun.keys import secret_box
 from ustun.service import create_app
 from ustun.service.runtime import secret_keys
-from ustun.service.runtime.webhook_runtime import secret_box
 from ustun.settings import Settings, reveal
 from ustun.store import Database
 from ustun.webhooks import endpoints as ops

@@ -19,7 +19,7 @@ from sqlalchemy import select, update
 from broker_support import RABBITMQ_URL, event
 from support import free_port
 from ustun.http.signature import Secret
-from ustun.service.runtime.webhook_runtime import secret_box
+from ustun.keys import secret_box
 from ustun.settings import Settings
 from ustun.store import Database
 from ustun.webhooks.brokers import Brokers, Destination

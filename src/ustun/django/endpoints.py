@@ -14,7 +14,7 @@ signing secret is sealed with `USTUN["SECRET_KEY"]` (by default Django's `SECRET
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
@@ -23,22 +23,11 @@ from pydantic import ValidationError
 from ustun.django.conf import alias, ustun_settings
 from ustun.django.db import host_connection
 from ustun.errors import ProblemError
+from ustun.keys import secret_box
 from ustun.service.operations.webhook_endpoints import EndpointIn
 from ustun.service.plumbing.problems import field_message
-from ustun.service.runtime.webhook_runtime import secret_box
-from ustun.store.accounts import account_id
-from ustun.store.plans import run_sync
-from ustun.webhooks.adapters import plans
-from ustun.webhooks.endpoints import new_endpoint
+from ustun.webhooks.endpoints import NewEndpoint, insert_on
 from ustun.webhooks.operations import checked_endpoint
-from ustun.webhooks.sending.quotas import check_endpoint_room
-
-
-class NewEndpoint(NamedTuple):
-    """An endpoint just registered: its id and its signing secret, shown this once."""
-
-    id: str
-    secret: str
 
 
 def create(
@@ -61,13 +50,11 @@ def create(
     fields = body.model_dump(exclude_none=True)
     # Checked before the transaction: the URL's host is looked up.
     values = async_to_sync(checked_endpoint)(fields, allow_private=settings.webhook_allow_private)
-    conn = host_connection()
+    box = secret_box(settings)
     with transaction.atomic(using=alias()):
-        owner = run_sync(account_id(account), conn)
-        check_endpoint_room(run_sync(plans.endpoints_held(owner), conn), settings.max_endpoints)
-        row, secret = new_endpoint(secret_box(settings), owner, **values)
-        run_sync(plans.insert_endpoint(row), conn)
-    return NewEndpoint(row["id"], str(secret))
+        return insert_on(
+            host_connection(), box, account, values, max_endpoints=settings.max_endpoints
+        )
 
 
 def _invalid(exc: ValidationError) -> ProblemError:

@@ -17,11 +17,10 @@ from ustun.django import conf
 from ustun.django.db import host_connection
 from ustun.django.problems import problem_response
 from ustun.idempotency.decision import Refuse, key_of
-from ustun.idempotency.hosted import HostedKeys, Replayed, keyed_request
+from ustun.idempotency.hosted import HostedKeys, Replayed
 from ustun.idempotency.middleware import REPLAY_HEADERS
 from ustun.idempotency.records import StoredResponse
-from ustun.service.runtime.secret_keys import fingerprint_keys
-from ustun.service.runtime.webhook_runtime import secret_box
+from ustun.keys import hosted_keys
 from ustun.settings import Settings
 
 Policy = Literal["required", "optional"]
@@ -42,28 +41,24 @@ def scope_of(request: HttpRequest) -> str:
     return str(scope(request))
 
 
-# Per alias: the settings `_keys` built from, and what it built (derived keys, the secret box).
-_BUILT: dict[str, tuple[Settings, tuple[HostedKeys, tuple[bytes, ...]]]] = {}
+# Per alias: the settings `_keys` built from, and the keys built.
+_BUILT: dict[str, tuple[Settings, HostedKeys]] = {}
 
 
-def _keys() -> tuple[HostedKeys, tuple[bytes, ...]]:
-    """The keys of ustun's database and its fingerprint keys, from the settings: derived once
-    per settings object (`conf` makes a new one when Django's settings change), not per
-    request (HKDF and the AEAD's set-up cost 60-100 µs)."""
+def _keys() -> HostedKeys:
+    """The idempotency keys of ustun's database: made once per settings object (`conf` makes a
+    new one when Django's settings change), not per request (HKDF and the AEAD's set-up cost
+    60-100 µs)."""
     using = conf.alias()
     settings = conf.ustun_settings(using)
     built = _BUILT.get(using)
     if built is not None and built[0] is settings:
         return built[1]
-    hosted = HostedKeys(
+    keys = hosted_keys(
+        settings,
         connection=lambda: host_connection(using),
         atomic=lambda: transaction.atomic(using=using),
-        ttl=settings.idempotency_ttl,
-        max_bytes=settings.idempotency_max_bytes or None,
-        sealer=secret_box(settings),
     )
-    current, previous = fingerprint_keys(settings)
-    keys = hosted, tuple(k for k in (current, previous) if k is not None)
     _BUILT[using] = (settings, keys)
     return keys
 
@@ -111,18 +106,17 @@ def _call(policy: Policy, request: Any, run: Callable[[], Any], view_self: Any) 
     )
     if isinstance(key, Refuse):
         return _answer(key, raw)
-    hosted, keys = _keys()
+    hosted = _keys()
     if key is None:
         with transaction.atomic(using=conf.alias()):
             return run()
-    keyed = keyed_request(
+    keyed = hosted.request(
         scope_of(request),
         key,
         method=raw.method or "",
         path=raw.path,
         query=raw.META.get("QUERY_STRING", "").encode("latin-1"),
         body=raw.body,
-        keys=keys,
     )
     result = hosted.call(keyed, lambda: _rendered(view_self, request, run()), _stored)
     if isinstance(result, (Replayed, Refuse)):

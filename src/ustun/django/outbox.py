@@ -10,34 +10,22 @@ from django.urls import NoReverseMatch, reverse
 from ustun.django.conf import ustun_settings
 from ustun.django.db import host_connection
 from ustun.django.views import job_response
-from ustun.jobs.adapters import plans as job_plans
-from ustun.jobs.queue import new_job, quota_exceeded
+from ustun.jobs.queue import enqueue_on
 from ustun.jobs.records import Job
-from ustun.store.accounts import account_id
-from ustun.store.plans import run_sync
-from ustun.webhooks.adapters import plans as webhook_plans
-from ustun.webhooks.sending.outbox import new_event
+from ustun.webhooks.sending.outbox import emit_on
 
 
 def emit(event_type: str, data: dict[str, Any], *, account: str) -> str:
     """Record the event `event_type` of `account` and queue its deliveries to the account's
     endpoints, in the current transaction (it is sent only if that commits); its id."""
-    conn = host_connection()
-    event = new_event(run_sync(account_id(account), conn), event_type, data)
-    notify = conn.dialect.name == "postgresql"
-    run_sync(webhook_plans.emit(event, None, notify=notify), conn)
-    return str(event["id"])
+    return emit_on(host_connection(), event_type, data, account=account)
 
 
 def enqueue(kind: str, payload: dict[str, Any] | None = None, *, account: str) -> Job:
     """Add a job of `kind` for `account` in the current transaction; 429 `quota-exceeded`
     (a `ProblemError`) when the account has `USTUN["MAX_PENDING_JOBS"]` pending already."""
-    conn = host_connection()
-    job = new_job(kind, payload, account_id=run_sync(account_id(account), conn))
     max_pending = ustun_settings().max_pending_jobs
-    if not run_sync(job_plans.enqueue(job, max_pending=max_pending), conn):
-        raise quota_exceeded(max_pending)
-    return job
+    return enqueue_on(host_connection(), kind, payload, account=account, max_pending=max_pending)
 
 
 def job_url(job: Job, request: HttpRequest | None = None) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ustun.flask.extension import current
-from ustun.service.runtime.webhook_runtime import secret_box
+from ustun.keys import secret_box
 from ustun.webhooks.endpoints import NewEndpoint, insert_on
 from ustun.webhooks.operations import checked_endpoint
 

@@ -21,11 +21,10 @@ from ustun.flask.extension import Ustun, current
 from ustun.flask.problems import problem_response
 from ustun.http.idempotency_key import HEADER
 from ustun.idempotency.decision import Refuse, key_of
-from ustun.idempotency.hosted import HostedKeys, Replayed, keyed_request
+from ustun.idempotency.hosted import HostedKeys, Replayed
 from ustun.idempotency.middleware import REPLAY_HEADERS, REPLAYED_HEADER
 from ustun.idempotency.records import StoredResponse
-from ustun.service.runtime.secret_keys import fingerprint_keys
-from ustun.service.runtime.webhook_runtime import secret_box
+from ustun.keys import hosted_keys
 
 Policy = Literal["required", "optional"]
 P = ParamSpec("P")
@@ -40,20 +39,12 @@ def scope_of(req: Request) -> str:
     return "" if not path else str(import_string(path)(req))
 
 
-def _keys(ustun: Ustun) -> tuple[HostedKeys, tuple[bytes, ...]]:
-    """The app's idempotency keys on the session and its fingerprint keys (made once per app)."""
-    made: tuple[HostedKeys, tuple[bytes, ...]] | None = current_app.extensions.get(_KEYS)
+def _keys(ustun: Ustun) -> HostedKeys:
+    """The app's idempotency keys on the session (made once per app)."""
+    made: HostedKeys | None = current_app.extensions.get(_KEYS)
     if made is None:
-        settings = ustun.settings()
-        hosted = HostedKeys(
-            connection=ustun.connection,
-            atomic=ustun.atomic,
-            ttl=settings.idempotency_ttl,
-            max_bytes=settings.idempotency_max_bytes or None,
-            sealer=secret_box(settings),
-        )
-        keys = tuple(k for k in fingerprint_keys(settings) if k is not None)
-        made = current_app.extensions[_KEYS] = (hosted, keys)
+        made = hosted_keys(ustun.settings(), connection=ustun.connection, atomic=ustun.atomic)
+        current_app.extensions[_KEYS] = made
     return made
 
 
@@ -105,15 +96,14 @@ def _call(policy: Policy, view: Callable[[], Any]) -> Response:
 
     if key is None:
         return _committed(ustun, run)
-    hosted, keys = _keys(ustun)
-    keyed = keyed_request(
+    hosted = _keys(ustun)
+    keyed = hosted.request(
         scope_of(request),
         key,
         method=request.method,
         path=request.path,
         query=request.query_string,
         body=request.get_data(cache=True),
-        keys=keys,
     )
     result = hosted.call(keyed, run, _stored)
     if isinstance(result, (Replayed, Refuse)):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Generic, TypeVar
 
@@ -42,6 +42,8 @@ R = TypeVar("R")
 # Opens a transaction (or a savepoint inside one) on the host's connection: it commits when
 # the block ends, and rolls back when the block raises.
 Atomic = Callable[[], AbstractContextManager[object]]
+# The host's connection, in the transaction `Atomic` opened.
+Connect = Callable[[], DbapiConnection]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,15 +94,27 @@ class HostedKeys:
     """Idempotency keys on `connection()`, in transactions `atomic()` opens.
 
     `max_bytes`: each scope's quota of stored answers (None: none); `max_body`: the largest
-    body kept for replay; `sealer` keeps a `no-store` body sealed (else it is not kept).
+    body kept for replay; `sealer` keeps a `no-store` body sealed (else it is not kept);
+    `fingerprint_keys`: the current key of the stored fingerprints, then a rotated-away one
+    (none: plain SHA-256). `ustun.keys.hosted_keys` makes one from the settings.
     """
 
-    connection: Callable[[], DbapiConnection]
+    connection: Connect
     atomic: Atomic
     ttl: float = DEFAULT_IDEMPOTENCY_TTL
     max_bytes: int | None = None
     max_body: int = DEFAULT_IDEMPOTENCY_MAX_BODY
     sealer: Sealer | None = None
+    fingerprint_keys: tuple[bytes, ...] = ()
+
+    def request(
+        self, scope: str, key: str, *, method: str, path: str, query: bytes, body: bytes
+    ) -> Request:
+        """`keyed_request` under these `fingerprint_keys`."""
+        keys = self.fingerprint_keys
+        return keyed_request(
+            scope, key, method=method, path=path, query=query, body=body, keys=keys
+        )
 
     def call(
         self,
@@ -159,6 +173,10 @@ class HostedKeys:
         return settle_key(request.scope, request.key, request.fingerprint, answer, ttl=self.ttl)
 
     def _kept(self, answer: StoredResponse, request: Request) -> StoredResponse:
+        """What to store of the answer: a body over `max_body` not at all (its replay is a 409
+        `idempotency-response-unavailable`), a `no-store` one sealed (`sealing.kept`)."""
+        if answer.body is not None and len(answer.body) > self.max_body:
+            answer = replace(answer, body=None)
         return kept(answer, self.sealer, scope=request.scope, key=request.key)
 
     def _answer(self, decision: Replay | Refuse, request: Request) -> Answer:

@@ -12,6 +12,7 @@ from ustun import __version__, instrumentation
 from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
 from ustun.jobs import Registry
 from ustun.jobs.watch import Watch
+from ustun.keys import fingerprint_keys, secret_box
 from ustun.service import dashboard
 from ustun.service.operations import (
     api_keys,
@@ -45,8 +46,6 @@ from ustun.service.plumbing.response_headers import (
 )
 from ustun.service.resources import documents, ledger_accounts, payments, reports, transfers
 from ustun.service.runtime.job_loops import job_kinds
-from ustun.service.runtime.secret_keys import fingerprint_keys
-from ustun.service.runtime.webhook_runtime import secret_box
 from ustun.service.runtime.worker import Worker
 from ustun.service.specs import api_docs, asyncapi, event_catalogue, event_types, openapi
 from ustun.settings import Settings, reveal

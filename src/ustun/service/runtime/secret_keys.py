@@ -5,8 +5,7 @@ an idempotent response marked `no-store` (see `ustun.idempotency.sealing`). A pr
 opens none of them would start and then fail every delivery, so startup opens every endpoint
 secret first.
 
-Derived from it, never stored: the key of the idempotency fingerprints (HMAC-SHA256), so a
-secret inside a request body cannot be confirmed from the database. They are not re-keyed (a
+The fingerprints of idempotency keys (`ustun.keys.fingerprint_keys`) are not re-keyed (a
 keyed hash cannot be): one made under the previous key is still checked while
 `USTUN_SECRET_KEY_PREVIOUS` is set, and afterwards cannot be, so its key's retry replays until
 the record expires.
@@ -19,13 +18,11 @@ from dataclasses import dataclass, replace
 from ustun.errors import SecretKeyError
 from ustun.idempotency.sealing import context
 from ustun.idempotency.sql import SqlRecordStore
-from ustun.settings import Settings, reveal
+from ustun.settings import Settings
 from ustun.store import Database, UnitOfWork
 from ustun.webhooks.adapters import for_database
 from ustun.webhooks.records import Sealed
-from ustun.webhooks.secretbox import SecretBox, derive_key, key_file, master_key
-
-FINGERPRINT_KEY_INFO = b"ustun idempotency fingerprints v1"
+from ustun.webhooks.secretbox import SecretBox, key_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,16 +31,6 @@ class Resealed:
 
     endpoint_secrets: int
     responses: int
-
-
-def fingerprint_keys(settings: Settings) -> tuple[bytes, bytes | None]:
-    """The idempotency fingerprints' key, and during a rotation the previous key's."""
-    current = master_key(reveal(settings.secret_key), settings.database_url)
-    previous = reveal(settings.secret_key_previous)
-    return (
-        derive_key(current, FINGERPRINT_KEY_INFO),
-        None if previous is None else derive_key(previous, FINGERPRINT_KEY_INFO),
-    )
 
 
 def key_mismatch(settings: Settings) -> SecretKeyError:

@@ -1,19 +1,11 @@
-"""How the service configures the webhooks pillar from `Settings`: the secret box and dispatcher."""
+"""How the service configures the webhooks pillar from `Settings`: the dispatcher."""
 
 from __future__ import annotations
 
-from ustun.settings import Settings, reveal
+from ustun.keys import secret_box
+from ustun.settings import Settings
 from ustun.store import Database
-from ustun.webhooks.secretbox import SecretBox, master_key
 from ustun.webhooks.sending.dispatcher import DispatchConfig, Dispatcher
-
-
-def secret_box(settings: Settings) -> SecretBox:
-    """The box for signing secrets; raises `SecretKeyError` on PostgreSQL without a key."""
-    return SecretBox(
-        master_key(reveal(settings.secret_key), settings.database_url),
-        previous=reveal(settings.secret_key_previous),
-    )
 
 
 def dispatch_config(settings: Settings) -> DispatchConfig:
