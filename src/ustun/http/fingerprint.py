@@ -14,6 +14,7 @@ so records written before a key was set still answer their retries until they ex
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -52,8 +53,10 @@ def _base64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
+@functools.lru_cache(maxsize=4)
 def key_id(key: bytes) -> str:
-    """The 8 characters that name `key` in its fingerprints (telling nothing of the key)."""
+    """The 8 characters that name `key` in its fingerprints (telling nothing of the key).
+    Remembered: a process has one key, two while rotating, and every fingerprint names it."""
     return _base64(hmac.digest(key, _KEY_ID, "sha256")[:6])
 
 
