@@ -22,6 +22,8 @@ def _exceptions() -> dict[str, type[BaseException]]:
     for module in pkgutil.walk_packages(ustun.__path__, "ustun."):
         if ".migrations" in module.name:  # Alembic scripts run migrations when imported
             continue
+        if module.name.startswith("ustun.django."):  # its models need a configured project
+            continue
         for name, value in vars(importlib.import_module(module.name)).items():
             if (
                 inspect.isclass(value)
