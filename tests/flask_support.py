@@ -9,10 +9,11 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
+from example_shops import Processes
 from support import free_port, sync_connection, wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "flask_shop"
@@ -22,13 +23,14 @@ USERS = {"ann": "ann-password", "bob": "bob-password"}
 
 
 @dataclass
-class Shop:
+class Shop(Processes):
     """The example shop's database (`database_url` as ustun names it) and environment."""
 
     database_url: str
     env: dict[str, str]
     log_dir: Path
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    cwd: ClassVar[Path] = EXAMPLE
 
     def flask(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`flask --app shop <args>` in the example's folder, on this database."""
@@ -41,16 +43,6 @@ class Shop:
             timeout=120,
             check=True,
         )
-
-    def start(self, *args: str, log: str) -> subprocess.Popen[bytes]:
-        """A long-running process in the example's folder, its output in `log_dir/<log>`;
-        stopped at the end of the module."""
-        out = (self.log_dir / log).open("ab")
-        proc = subprocess.Popen(
-            list(args), cwd=EXAMPLE, env=self.env, stdout=out, stderr=out, start_new_session=True
-        )
-        self.processes.append(proc)
-        return proc
 
     def serve(
         self, *, workers: int, threads: int = 1, app: str = "shop:app", folder: Path = EXAMPLE
@@ -92,20 +84,6 @@ class Shop:
                 return False
 
         wait_for(answering, timeout=30, what=f"gunicorn to answer at {address}")
-
-    def logs(self) -> str:
-        return "\n".join(p.read_text(errors="replace") for p in self.log_dir.glob("*.log"))
-
-    def stop_all(self) -> None:
-        for proc in self.processes:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.processes:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
 
 
 @dataclass(frozen=True)

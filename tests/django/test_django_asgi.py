@@ -8,7 +8,8 @@ import uuid
 import httpx
 import pytest
 
-from django_support import Shop, executed_once, race
+from django_support import Shop
+from example_shops import executed_once, race
 
 pytestmark = pytest.mark.e2e
 

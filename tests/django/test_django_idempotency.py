@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from django_support import Served, Shop, executed_once, race
+from django_support import Served, Shop
+from example_shops import executed_once, race
 from support import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -5,8 +5,6 @@ answers as the service does."""
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from example_shops import executed_once, race
 from flask_support import Served, Shop, payment_events, rows
 from support import wait_for
 
@@ -71,28 +70,8 @@ def test_statuses_and_problems_are_the_services(shop: Shop, served: Served) -> N
 
 
 def test_concurrent_duplicates_execute_once(shop: Shop, served: Served) -> None:
-    key, amount, n = str(uuid.uuid4()), 2024, 24
-    start = threading.Barrier(n)
-
-    def post(_: int) -> httpx.Response:
-        with served.client("ann") as ann:
-            start.wait()
-            return _pay(ann, key, amount)
-
-    with ThreadPoolExecutor(n) as pool:
-        answers = list(pool.map(post, range(n)))
-    statuses = sorted(a.status_code for a in answers)
-    # PostgreSQL answers a duplicate while the key is held 409; SQLite queues it for the
-    # write lock, and it finds the stored answer.
-    assert set(statuses) <= {201, 409}, statuses
-    fresh = [a for a in answers if a.status_code == 201 and "idempotent-replayed" not in a.headers]
-    assert len(fresh) == 1, statuses
-    for answer in answers:
-        if answer.status_code == 409:
-            _problem(answer, 409, "idempotency-in-progress")
-            assert "retry-after" in answer.headers
-        else:
-            assert answer.content == fresh[0].content
+    amount = 2024
+    executed_once(race(served.client, 24, "/payments", str(uuid.uuid4()), amount))
     assert _payments(shop, amount) == 1
     assert len(payment_events(shop, amount)) == 1
 
@@ -163,7 +142,7 @@ def test_a_server_killed_mid_view_leaves_what_a_retry_resolves(shop: Shop, serve
     thread.start()
     _entered(folder)
     # SIGKILL to the whole server, the worker mid-view included.
-    os.killpg(own.process.pid, signal.SIGKILL)
+    shop.kill(own.process)
     thread.join(10)
     (folder / "release").touch()
     assert _payments(shop, amount) == 0

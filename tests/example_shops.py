@@ -1,0 +1,92 @@
+"""What the example shops' tests share (tests/django, tests/flask): the shop's processes, each
+started in the example's folder in a session of its own, and the race of duplicate payments
+with its check."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+
+class Processes:
+    """Long-running processes of one test module (servers, workers): started in `cwd` with
+    `env`, their output in `log_dir`, all stopped by `stop_all`."""
+
+    cwd: Path
+    env: dict[str, str]
+    log_dir: Path
+    processes: list[subprocess.Popen[bytes]]
+
+    def start(self, *args: str, log: str, **env: str) -> subprocess.Popen[bytes]:
+        """`args` with `env` added to the environment, its output in `log_dir/<log>`."""
+        out = (self.log_dir / log).open("ab")
+        proc = subprocess.Popen(
+            list(args),
+            cwd=self.cwd,
+            env={**self.env, **env},
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
+        self.processes.append(proc)
+        return proc
+
+    def kill(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGKILL to `proc` and every process it started (gunicorn's workers): no cleanup."""
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace") for p in self.log_dir.glob("*.log"))
+
+    def stop_all(self) -> None:
+        for proc in self.processes:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.processes:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def race(
+    client: Callable[[], httpx.Client], n: int, path: str, key: str, amount: int
+) -> list[httpx.Response]:
+    """`n` POSTs of one payment under one key, sent together, each on its own connection."""
+    start = threading.Barrier(n)
+
+    def post(_: int) -> httpx.Response:
+        with client() as http:
+            start.wait()
+            return http.post(
+                path, json={"amount": amount, "currency": "EUR"}, headers={"Idempotency-Key": key}
+            )
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(post, range(n)))
+
+
+def executed_once(answers: list[httpx.Response]) -> httpx.Response:
+    """The one answer that ran the view; every other is its replay, or a 409 in progress
+    (PostgreSQL answers a duplicate so while the key is held; SQLite queues it for the write
+    lock, and it finds the stored answer)."""
+    statuses = sorted(a.status_code for a in answers)
+    assert set(statuses) <= {201, 409}, statuses
+    fresh = [a for a in answers if a.status_code == 201 and "idempotent-replayed" not in a.headers]
+    assert len(fresh) == 1, statuses
+    for answer in answers:
+        if answer.status_code == 409:
+            assert answer.json()["type"] == "/problems/idempotency-in-progress"
+            assert "retry-after" in answer.headers
+        else:
+            assert answer.content == fresh[0].content
+    return fresh[0]
