@@ -46,10 +46,14 @@ from ustun.http.preconditions import Preconditions
 from ustun.http.sse_parser import MEDIA_TYPE as EVENT_STREAM
 from ustun.jobs import FINAL, Job, JobEvent
 from ustun.jobs.adapters import plans as job_plans
-from ustun.service.operations.job_routes import SSE_KEEPALIVE
-from ustun.service.operations.job_routes import _sse as event_block
 from ustun.service.plumbing.conditional import validator_headers
-from ustun.service.plumbing.job_representation import poll_headers, render, validators
+from ustun.service.plumbing.job_representation import (
+    SSE_KEEPALIVE,
+    event_block,
+    poll_headers,
+    render,
+    validators,
+)
 from ustun.store.plans import run_sync
 
 # Seconds between two reads of an open stream's job events.

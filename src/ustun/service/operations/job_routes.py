@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -12,7 +11,6 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from ustun import jobs
-from ustun.clock import rfc3339
 from ustun.defaults import DEFAULT_PAGE_SIZE
 from ustun.errors import NotFoundError
 from ustun.http.last_event_id import parse_last_event_id
@@ -24,6 +22,8 @@ from ustun.service.plumbing.conditional import (
 )
 from ustun.service.plumbing.deps import DB, CurrentAccount, Cursor, Limit
 from ustun.service.plumbing.job_representation import (
+    SSE_KEEPALIVE,
+    event_block,
     job_url,
     poll_headers,
     render,
@@ -34,9 +34,6 @@ from ustun.store import Database, UnitOfWork
 from ustun.webhooks.sending.outbox import emit
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
-
-SSE_KEEPALIVE = 15.0
-SSE_RETRY_MS = 1000
 
 
 async def emit_final(uow: UnitOfWork, job: jobs.Job) -> None:
@@ -130,19 +127,6 @@ async def result_file(db: Database, account_id: str, job_id: str) -> Response:
     )
 
 
-def _sse(event: jobs.JobEvent, *, retry: bool = False) -> str:
-    """One event block; `retry` prefixes the reconnection delay (not a block of its own, which
-    some clients would surface as an empty message)."""
-    data = {
-        "id": event.job_id,
-        "status": event.status,
-        "progress": event.progress,
-        "at": rfc3339(event.created_at),
-    }
-    prefix = f"retry: {SSE_RETRY_MS}\n" if retry else ""
-    return f"{prefix}id: {event.version}\nevent: {event.type}\ndata: {json.dumps(data)}\n\n"
-
-
 class _EventStream(StreamingResponse):
     """The response of an open stream: closes it however the response ends (the client
     leaving cancels it mid-body; a HEAD never reads the body)."""
@@ -177,7 +161,7 @@ async def _blocks(watch: Watch, stream: Stream) -> AsyncIterator[str]:
                 yield ": keep-alive\n\n"
                 continue
             for event in events:
-                yield _sse(event, retry=first)
+                yield event_block(event, retry=first)
                 first = False
                 if event.status in jobs.FINAL:
                     return

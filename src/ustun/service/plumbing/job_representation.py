@@ -3,6 +3,7 @@ carries them; the jobs routes answer with it, and so does a route that starts a 
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -58,3 +59,22 @@ def respond(job: jobs.Job, status_code: int = 200) -> Response:
     return representation(
         render(job), validators(job), status=status_code, headers=poll_headers(job)
     )
+
+
+# The reconnection delay an event stream's first block tells its client, and how long a
+# stream stays quiet before it sends a comment (so that proxies keep it open).
+SSE_RETRY_MS = 1000
+SSE_KEEPALIVE = 15.0
+
+
+def event_block(event: jobs.JobEvent, *, retry: bool = False) -> str:
+    """One server-sent event block of `event`; `retry` prefixes the reconnection delay (not
+    a block of its own, which some clients would surface as an empty message)."""
+    data = {
+        "id": event.job_id,
+        "status": event.status,
+        "progress": event.progress,
+        "at": rfc3339(event.created_at),
+    }
+    prefix = f"retry: {SSE_RETRY_MS}\n" if retry else ""
+    return f"{prefix}id: {event.version}\nevent: {event.type}\ndata: {json.dumps(data)}\n\n"
