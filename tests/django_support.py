@@ -11,13 +11,10 @@ from typing import ClassVar
 
 import httpx
 
-from example_shops import Processes
+from example_shops import BIN, Processes, Served
 from support import free_port, sync_connection, wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "django_shop"
-BIN = Path(sys.executable).parent
-SECRET_KEY = "test-shop-secret-key-of-at-least-32-characters"
-USERS = {"ann": "ann-password", "bob": "bob-password"}
 
 
 @dataclass
@@ -64,7 +61,7 @@ class Shop(Processes):
             log=f"gunicorn-{port}.log",
             **env,
         )
-        served = Served(f"http://127.0.0.1:{port}", proc)
+        served = Served(f"http://127.0.0.1:{port}", proc, timeout=90)
 
         def answering() -> bool:
             if proc.poll() is not None:
@@ -82,13 +79,3 @@ class Shop(Processes):
         with sync_connection(self.database_url) as conn, conn.cursor() as cursor:
             cursor.execute(sql)
             return cursor.fetchone()[0]
-
-
-@dataclass(frozen=True)
-class Served:
-    url: str
-    process: subprocess.Popen[bytes]
-
-    def client(self, user: str = "ann", **kwargs: object) -> httpx.Client:
-        """An HTTP client signed in as `user` (basic auth)."""
-        return httpx.Client(base_url=self.url, auth=(user, USERS[user]), timeout=90, **kwargs)  # type: ignore[arg-type]

@@ -7,12 +7,18 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+BIN = Path(sys.executable).parent
+SECRET_KEY = "test-shop-secret-key-of-at-least-32-characters"
+USERS = {"ann": "ann-password", "bob": "bob-password"}
 
 
 class Processes:
@@ -56,6 +62,19 @@ class Processes:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
+
+
+@dataclass(frozen=True)
+class Served:
+    """A shop's server, answering at `url`; its clients wait `timeout` seconds for an answer."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    timeout: float
+
+    def client(self, user: str = "ann") -> httpx.Client:
+        """An HTTP client signed in as `user` (basic auth)."""
+        return httpx.Client(base_url=self.url, auth=(user, USERS[user]), timeout=self.timeout)
 
 
 def race(

@@ -6,20 +6,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 
-from example_shops import Processes
+from example_shops import BIN, Processes, Served
 from support import free_port, sync_connection, wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "flask_shop"
-BIN = Path(sys.executable).parent
-SECRET_KEY = "test-shop-secret-key-of-at-least-32-characters"
-USERS = {"ann": "ann-password", "bob": "bob-password"}
 
 
 @dataclass
@@ -65,7 +61,7 @@ class Shop(Processes):
             "2",
             log=f"gunicorn-{port}.log",
         )
-        served = Served(f"http://127.0.0.1:{port}", proc)
+        served = Served(f"http://127.0.0.1:{port}", proc, timeout=30)
         self.wait_listening(proc, f"127.0.0.1:{port}", self.log_dir / f"gunicorn-{port}.log")
         return served
 
@@ -84,16 +80,6 @@ class Shop(Processes):
                 return False
 
         wait_for(answering, timeout=30, what=f"gunicorn to answer at {address}")
-
-
-@dataclass(frozen=True)
-class Served:
-    url: str
-    process: subprocess.Popen[bytes]
-
-    def client(self, user: str = "ann") -> httpx.Client:
-        """An HTTP client signed in as `user` (basic auth)."""
-        return httpx.Client(base_url=self.url, auth=(user, USERS[user]), timeout=30)
 
 
 def rows(shop: Shop, sql: str, *params: object) -> list[tuple[Any, ...]]:

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from django_support import EXAMPLE, SECRET_KEY, USERS, Shop
+from django_support import EXAMPLE, Shop
+from example_shops import SECRET_KEY, USERS
 from support import BACKENDS, drop_pg_database, make_pg_database
 
 

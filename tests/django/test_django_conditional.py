@@ -15,7 +15,8 @@ import psycopg
 import pytest
 from sqlalchemy import make_url
 
-from django_support import Served, Shop
+from django_support import Shop
+from example_shops import Served
 from support import problem_of, wait_for
 
 pytestmark = pytest.mark.e2e

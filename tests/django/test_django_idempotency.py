@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from django_support import Served, Shop
-from example_shops import executed_once, race
+from django_support import Shop
+from example_shops import Served, executed_once, race
 from support import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from django_support import USERS, Served, Shop
+from django_support import Shop
+from example_shops import USERS, Served
 from support import problem_of, sync_connection
 from ustun.client import Client
 from ustun.http.sse_parser import EventStreamParser

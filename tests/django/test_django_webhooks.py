@@ -20,7 +20,8 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
-from django_support import Served, Shop
+from django_support import Shop
+from example_shops import Served
 from support import sync_connection, wait_for
 
 # The secret the shop's receiver (`POST /webhooks`) takes, as its sender would have given it.

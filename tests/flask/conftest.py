@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy.engine import make_url
 
-from flask_support import SECRET_KEY, Served, Shop
+from example_shops import SECRET_KEY, Served
+from flask_support import Shop
 from support import BACKENDS, drop_pg_database, make_pg_database
 
 

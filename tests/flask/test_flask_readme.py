@@ -13,7 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from flask_support import BIN, EXAMPLE, SECRET_KEY, Shop
+from example_shops import BIN, SECRET_KEY
+from flask_support import EXAMPLE, Shop
 from support import free_port
 
 pytestmark = pytest.mark.e2e

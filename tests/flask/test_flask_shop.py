@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from example_shops import executed_once, race
-from flask_support import Served, Shop, payment_events, rows
+from example_shops import Served, executed_once, race
+from flask_support import Shop, payment_events, rows
 from support import wait_for
 
 pytestmark = pytest.mark.e2e

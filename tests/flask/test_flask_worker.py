@@ -18,7 +18,8 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
-from flask_support import BIN, Served, Shop, payment_events
+from example_shops import BIN, Served
+from flask_support import Shop, payment_events
 from support import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from flask_support import Served, Shop, rows
+from example_shops import Served
+from flask_support import Shop, rows
 
 pytestmark = pytest.mark.e2e
 
