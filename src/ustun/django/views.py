@@ -50,7 +50,7 @@ from ustun.service.plumbing.conditional import validator_headers
 from ustun.service.plumbing.job_representation import (
     SSE_KEEPALIVE,
     event_block,
-    poll_headers,
+    job_headers,
     render,
     validators,
 )
@@ -71,11 +71,6 @@ def job_document(job: Job, request: HttpRequest | None = None) -> dict[str, Any]
         path = reverse("ustun:job-result", kwargs={"job_id": job.id})
         result = path if request is None else request.build_absolute_uri(path)
     return {**render(job), "result_url": result}
-
-
-def job_headers(job: Job) -> dict[str, str]:
-    """The job's validators (`ETag`, `Last-Modified`) and, while it runs, `Retry-After`."""
-    return {**validator_headers(validators(job)), **poll_headers(job)}
 
 
 def job_response(job: Job, request: HttpRequest | None = None, status: int = 200) -> HttpResponse:

@@ -21,16 +21,10 @@ from ustun.flask.idempotency import scope_of
 from ustun.http.preconditions import Preconditions
 from ustun.jobs import Job
 from ustun.jobs.adapters import plans as job_plans
-from ustun.service.plumbing.conditional import validator_headers
-from ustun.service.plumbing.job_representation import poll_headers, render, validators
+from ustun.service.plumbing.job_representation import job_headers, render, validators
 from ustun.store.plans import run_sync
 
 blueprint = Blueprint("ustun", __name__)
-
-
-def job_headers(job: Job) -> dict[str, str]:
-    """The job's validators (`ETag`, `Last-Modified`) and, while it runs, `Retry-After`."""
-    return {**validator_headers(validators(job)), **poll_headers(job)}
 
 
 def job_document(job: Job) -> dict[str, Any]:

@@ -10,9 +10,10 @@ from flask.json import jsonify
 from flask.wrappers import Response
 
 from ustun.flask.extension import current
-from ustun.flask.jobs import job_document, job_headers
+from ustun.flask.jobs import job_document
 from ustun.jobs.queue import enqueue_on
 from ustun.jobs.records import Job
+from ustun.service.plumbing.job_representation import job_headers
 from ustun.webhooks.sending.outbox import emit_on
 
 

@@ -13,7 +13,7 @@ from ustun import clock, jobs
 from ustun.clock import rfc3339, rfc3339_or_none
 from ustun.concurrency import Version
 from ustun.http.preconditions import Validators
-from ustun.service.plumbing.conditional import representation
+from ustun.service.plumbing.conditional import representation, validator_headers
 
 # The least wait (seconds) `Retry-After` asks for between two polls of an unfinished job.
 POLL_AFTER = 1
@@ -52,6 +52,12 @@ def poll_headers(job: jobs.Job) -> dict[str, str]:
         return {}
     wait = (job.run_at - clock.now()).total_seconds()
     return {"retry-after": str(max(POLL_AFTER, math.ceil(wait)))}
+
+
+def job_headers(job: jobs.Job) -> dict[str, str]:
+    """The job's validators (`ETag`, `Last-Modified`) and, while it runs, `Retry-After`: the
+    headers of its representation, also where a framework other than the service's serves it."""
+    return {**validator_headers(validators(job)), **poll_headers(job)}
 
 
 def respond(job: jobs.Job, status_code: int = 200) -> Response:
