@@ -17,11 +17,13 @@ def problem_response(
     request: HttpRequest | None = None,
     headers: Iterable[tuple[str, str]] = (),
     extensions: Iterable[tuple[str, Any]] = (),
+    *,
+    status: int | None = None,
 ) -> HttpResponse:
-    """A problem+json response of type `/problems/<slug>`, `instance` the request's path."""
-    document = problem(
-        slug, detail, instance=None if request is None else request.path, **dict(extensions)
-    )
+    """A problem+json response of type `/problems/<slug>` (its catalogue status unless
+    `status`), `instance` the request's path."""
+    instance = None if request is None else request.path
+    document = problem(slug, detail, status=status, instance=instance, **dict(extensions))
     response = HttpResponse(encode(document), status=document["status"], content_type=MEDIA_TYPE)
     for name, value in headers:
         response[name] = value
@@ -31,5 +33,10 @@ def problem_response(
 def response_of(error: ProblemError, request: HttpRequest | None = None) -> HttpResponse:
     """The problem+json response of a `ProblemError` (a quota refused, say)."""
     return problem_response(
-        error.slug, error.detail, request, error.headers.items(), error.extensions.items()
+        error.slug,
+        error.detail,
+        request,
+        error.headers.items(),
+        error.extensions.items(),
+        status=error.status,
     )
