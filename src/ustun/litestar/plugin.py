@@ -13,32 +13,47 @@ a 404 whatever its key), each handler's policy read from its `opt["idempotency"]
 (`"required"`, `"optional"`, `"off"`; unmarked POST/PATCH handlers get `default_policy`), the
 unit of work as the dependency `uow` (it joins the middleware's transaction), the
 `Idempotency-Key` header in the OpenAPI document of every handler with a policy, ustun's errors
-(`UstunError`) answered as problem+json, the record table checked at startup and the database
-disposed at shutdown.
+(`UstunError`) and Litestar's `ValidationException` answered as problem+json, the record table
+checked at startup and the database disposed at shutdown.
+
+It also registers the request's parsed preconditions as the dependency `pre`, job status under
+`path` (`ustun.litestar.jobs`: the caller's jobs, their events and results, the caller being
+`scope_of`'s account), and the CLI's `litestar ustun migrate` and `litestar ustun worker` on
+`settings` (by default `Settings()`, the `USTUN_` environment) with the plugin's database.
+With a secret key in `settings`, the answers kept for keys are sealed when marked `no-store`
+and their request fingerprints keyed, as in the service (unless `sealer`/`fingerprint_key`
+are given).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
+from click import Group
 from litestar import Litestar, Request, Response
 from litestar.config.app import AppConfig
 from litestar.di import Provide
 from litestar.enums import ParamType
+from litestar.exceptions import ValidationException
 from litestar.middleware import DefineMiddleware
 from litestar.openapi.spec import OpenAPI, Operation, Parameter, Schema
 from litestar.openapi.spec.enums import OpenAPIType
-from litestar.plugins import InitPluginProtocol
+from litestar.plugins import CLIPluginProtocol, InitPluginProtocol
 from litestar.routes import HTTPRoute
 from starlette.types import Scope
 
-from ustun.errors import UstunError
+from ustun.errors import ProblemError, UstunError
 from ustun.http.problem import MEDIA_TYPE, encode, problem
-from ustun.idempotency.middleware import IdempotencyMiddleware
+from ustun.idempotency.middleware import IdempotencyMiddleware, account_scope
 from ustun.idempotency.policy import POLICIES, Policy
 from ustun.idempotency.sql import SqlRecordStore
+from ustun.jobs.watch import Watch
+from ustun.keys import fingerprint_keys, secret_box
+from ustun.litestar.cli import commands
+from ustun.litestar.conditional import preconditions
 from ustun.problems import problem_of
+from ustun.settings import Settings
 from ustun.store import Database, UnitOfWork
 
 # The key of a route handler's `opt` that holds its policy.
@@ -58,15 +73,40 @@ def handler_policy(scope: Scope) -> Policy | None:
     return policy
 
 
-class UstunPlugin(InitPluginProtocol):
-    """ustun on `database`: `options` are `IdempotencyMiddleware`'s (`scope_of`,
-    `default_policy`, `prefix`, `sealer`, `fingerprint_key`, `problem_base`, …)."""
+class UstunPlugin(InitPluginProtocol, CLIPluginProtocol):
+    """ustun on `database`, with `settings` (default: `Settings()`, its database `database`),
+    job status under `path` (None: not mounted); `options` are `IdempotencyMiddleware`'s
+    (`scope_of`, `default_policy`, `prefix`, `sealer`, `fingerprint_key`, `problem_base`, …)."""
 
-    def __init__(self, database: Database, **options: Any) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        settings: Settings | None = None,
+        path: str | None = "/ustun",
+        **options: Any,
+    ) -> None:
         self.database = database
+        self.settings = (settings or Settings()).model_copy(update={"database_url": database.dsn})
+        self.path = path
         self.store = SqlRecordStore(database)
+        if self.settings.secret_key is not None:
+            current, previous = fingerprint_keys(self.settings)
+            options.setdefault("sealer", secret_box(self.settings))
+            options.setdefault("fingerprint_key", current)
+            options.setdefault("previous_fingerprint_key", previous)
         self.options = options
+        # Whose keys, and whose jobs: the caller's account.
+        self.scope_of: Callable[[Scope], str] = options.get("scope_of", account_scope)
         self.problem_base: str = options.get("problem_base", "")
+        self._watch: Watch | None = None
+
+    @property
+    def watch(self) -> Watch:
+        """This process's reader of job events, feeding the open event streams."""
+        if self._watch is None:
+            raise RuntimeError("the app has not started: job event streams follow its lifespan")
+        return self._watch
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
         app_config.middleware.append(
@@ -80,29 +120,56 @@ class UstunPlugin(InitPluginProtocol):
             )
         )
         app_config.dependencies["uow"] = Provide(self._unit_of_work)
+        app_config.dependencies["pre"] = Provide(preconditions, sync_to_thread=False)
         app_config.exception_handlers[UstunError] = self._problem
+        app_config.exception_handlers[ValidationException] = self._problem
+        if self.path is not None:
+            from ustun.litestar.jobs import job_router  # it imports this module
+
+            app_config.route_handlers.append(job_router(self, self.path))
         app_config.on_startup.append(self._started)
         app_config.on_shutdown.append(self._stopped)
         return app_config
 
+    def on_cli_init(self, cli: Group) -> None:
+        cli.add_command(commands)
+
     async def _unit_of_work(self) -> AsyncIterator[UnitOfWork]:
-        async with self.database.unit_of_work() as uow:
+        """The held unit of work of a request the middleware holds, else one of its own.
+        Litestar resolves dependencies in tasks of their own and closes them in the request's:
+        a unit of work of its own is not made ambient, whose context variable could not be
+        reset there."""
+        async with self.database.unit_of_work(ambient=False) as uow:
             yield uow
 
     async def _started(self, app: Litestar) -> None:
-        """Check the record table (a missing one stops the app with its one line), and
-        document the `Idempotency-Key` header."""
+        """Check the record table (a missing one stops the app with its one line), document
+        the `Idempotency-Key` header, and start following jobs for their event streams (on a
+        database of their own: never the request pool)."""
         await self.store.prepare()
         if app.openapi_config is not None:
             documented(app.openapi_schema, app.routes)
+        self._watch = Watch(
+            Database(self.database.url, pool_size=1),
+            max_streams=self.settings.max_streams,
+            max_per_account=self.settings.max_streams_per_account,
+        )
 
     async def _stopped(self) -> None:
+        if self._watch is not None:
+            await self._watch.stop()
+            await self._watch.reader.dispose()
         await self.database.dispose()
 
     def _problem(self, request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-        """A `UstunError` as problem+json (`internal-error` for one without a problem type)."""
-        assert isinstance(exc, UstunError)
-        found = problem_of(exc)
+        """A `UstunError` as problem+json (`internal-error` for one without a problem type);
+        Litestar's refusal of a body or parameter as 422 `validation-error`, its `errors`
+        Litestar's `extra`."""
+        if isinstance(exc, ValidationException):
+            found = ProblemError("validation-error", exc.detail, errors=exc.extra or [])
+        else:
+            assert isinstance(exc, UstunError)
+            found = problem_of(exc)
         document = problem(
             found.slug,
             found.detail,

@@ -166,17 +166,19 @@ class Database:
         return self.engine.dialect.name
 
     @asynccontextmanager
-    async def unit_of_work(self) -> AsyncIterator[UnitOfWork]:
-        """One write transaction; joins the unit of work already open in this context, if any."""
-        ambient = current_unit_of_work()
-        if ambient is not None:
-            yield ambient
+    async def unit_of_work(self, *, ambient: bool = True) -> AsyncIterator[UnitOfWork]:
+        """One write transaction; joins the unit of work already open in this context, if any.
+        `ambient=False`: a new one is not made this context's (for a framework that opens it
+        in one task and closes it in another, as Litestar's dependencies may)."""
+        joined = current_unit_of_work()
+        if joined is not None:
+            yield joined
             return
         held = self._held_here()
         if held is not None:
             yield await held.begin()
             return
-        async with self._write() as uow:
+        async with self._write(ambient=ambient) as uow:
             yield uow
 
     def in_unit_of_work(self) -> bool:
