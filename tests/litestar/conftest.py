@@ -1,85 +1,58 @@
-"""A Litestar app with `UstunPlugin` (tests/litestar/apps/litestar_shop.py) served by uvicorn
-with two worker processes, on a fresh SQLite or PostgreSQL database of ustun's schema."""
+"""The example Litestar shop (examples/litestar_shop) on a fresh SQLite or PostgreSQL database,
+one of each per run: its tables (`python shop.py`), ustun's (`litestar --app shop:app ustun
+migrate`), uvicorn serving it with two worker processes, and its worker when a test asks."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
-import httpx
 import pytest
 
-from support import (
-    BACKENDS,
-    drop_pg_database,
-    free_port,
-    make_pg_database,
-    migrate_database,
-    wait_for,
-)
-
-APPS = Path(__file__).parent / "apps"
-UVICORN = Path(sys.executable).with_name("uvicorn")
+from example_shops import SECRET_KEY, Served
+from litestar_support import Shop
+from support import BACKENDS, drop_pg_database, make_pg_database
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
-def database_url(
+@pytest.fixture(scope="session", params=BACKENDS)
+def shop(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    """A fresh database with ustun's tables and the app's."""
+) -> Iterator[Shop]:
+    """The example shop on a fresh database, with its tables and ustun's."""
+    folder = tmp_path_factory.mktemp("litestar-shop")
     pg_name = None
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('litestar') / 'shop.sqlite3'}"
+        url = f"sqlite:///{folder / 'shop.sqlite3'}"
     else:
         pg_name, url = make_pg_database()
+    faults = folder / "faults"
+    faults.mkdir()
+    env = {
+        **os.environ,
+        "SHOP_DATABASE_URL": url,
+        "SHOP_SECRET_KEY": SECRET_KEY,
+        "SHOP_ALLOW_PRIVATE": "1",
+        "SHOP_FAULTS": str(faults),
+    }
+    shop = Shop(url, env, folder)
     try:
-        migrate_database(url)
-        env = {**os.environ, "LITESTAR_DATABASE_URL": url}
-        subprocess.run(
-            [sys.executable, "litestar_shop.py"], cwd=APPS, env=env, check=True, timeout=60
-        )
-        yield url
+        shop.create_tables()
+        shop.litestar("ustun", "migrate")
+        yield shop
     finally:
+        shop.stop_all()
         if pg_name is not None:
             drop_pg_database(pg_name)
 
 
-@pytest.fixture(scope="module")
-def served(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """uvicorn serving the app with 2 workers; its base URL once it answers."""
-    port = free_port()
-    log = (tmp_path_factory.mktemp("uvicorn") / "uvicorn.log").open("ab")
-    proc = subprocess.Popen(
-        [str(UVICORN), "litestar_shop:app", "--port", str(port), "--workers", "2"],
-        cwd=APPS,
-        env={**os.environ, "LITESTAR_DATABASE_URL": database_url},
-        stdout=log,
-        stderr=log,
-    )
-    url = f"http://127.0.0.1:{port}"
+@pytest.fixture(scope="session")
+def served(shop: Shop) -> Served:
+    """The shop under uvicorn: 2 worker processes."""
+    return shop.serve(workers=2)
 
-    def answering() -> bool:
-        output = Path(log.name).read_text()
-        if proc.poll() is not None:
-            raise AssertionError(f"uvicorn exited early: {output}")
-        # Its own line: not some other process that took the port meanwhile.
-        if f"Uvicorn running on {url}" not in output:
-            return False
-        try:
-            return httpx.get(f"{url}/payments/0", timeout=1).status_code == 404
-        except httpx.HTTPError:
-            return False
 
-    try:
-        wait_for(answering, timeout=30, what="uvicorn to answer")
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+@pytest.fixture(scope="session")
+def worker(shop: Shop) -> subprocess.Popen[bytes]:
+    """The shop's worker (`litestar --app shop:app ustun worker`), beside its server."""
+    return shop.start_worker()
