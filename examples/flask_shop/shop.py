@@ -108,9 +108,11 @@ def receipt(payment_id: int) -> Any:
 @app.post("/webhook-endpoints")
 @idempotent("required")
 def register() -> tuple[dict[str, Any], int, dict[str, str]]:
-    """An endpoint for the signed-in account's events; its secret is shown this once."""
-    body = request.get_json()
-    made = endpoints.create(account(), body["url"], body.get("events", ["*"]))
+    """An endpoint for the signed-in account's events; its secret is shown this once. The
+    body's other fields (`description`, `ordering`, …) are the endpoint's options: one ustun
+    does not know, or of the wrong type, is answered 422 `validation-error`."""
+    body = dict(request.get_json())
+    made = endpoints.create(account(), body.pop("url", ""), body.pop("events", ["*"]), **body)
     # no-store: the answer kept for a retry of this key is sealed, as the secret must be.
     return {"id": made.id, "secret": made.secret}, 201, {"Cache-Control": "no-store"}
 

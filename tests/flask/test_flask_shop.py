@@ -175,3 +175,43 @@ def test_conditional_writes_under_if_match(served: Served) -> None:
         _problem(stale, 412, "precondition-failed")
         assert ann.get(url).json()["note"] == "paid"
         _problem(bob.get(url), 404, "not-found")
+
+
+def test_endpoint_options_are_checked_as_the_services_body(shop: Shop, served: Served) -> None:
+    """`endpoints.create`'s options are `EndpointIn`'s fields: an unknown one, a wrong type and
+    a bad URL are each a 422 `validation-error` naming the field, and nothing is written; the
+    known ones are the endpoint's."""
+
+    def register(client: httpx.Client, body: dict[str, object]) -> httpx.Response:
+        key = {"Idempotency-Key": str(uuid.uuid4())}
+        return client.post("/webhook-endpoints", json=body, headers=key)
+
+    def refused(response: httpx.Response) -> list[str]:
+        body = _problem(response, 422, "validation-error")
+        fields = [error["field"] for error in body["errors"]]  # type: ignore[attr-defined]
+        assert str(body["detail"]).startswith(f"Invalid value in {', '.join(fields)}")
+        return fields
+
+    url = "http://127.0.0.1:9/options"
+    before = rows(shop, "SELECT id FROM webhook_endpoints")
+    with served.client("bob") as bob:
+        assert refused(register(bob, {"url": url, "colour": "red"})) == ["body.colour"]
+        assert refused(register(bob, {"url": url, "max_in_flight": "many"})) == [
+            "body.max_in_flight"
+        ]
+        assert refused(register(bob, {"url": url, "ordering": "random"})) == ["body.ordering"]
+        assert refused(register(bob, {"url": url, "events": ["Payment Created"]})) == [
+            "body.events"
+        ]
+        assert refused(register(bob, {"url": "ftp://example.com/hooks"})) == ["body.url"]
+        assert rows(shop, "SELECT id FROM webhook_endpoints") == before
+
+        options = {"description": "with options", "ordering": "fifo", "max_in_flight": 2.0}
+        made = register(bob, {"url": url, "events": ["payment.*"], **options})
+        assert made.status_code == 201, made.text
+    [stored] = rows(
+        shop,
+        "SELECT url, description, ordering, max_in_flight FROM webhook_endpoints WHERE id = ?",
+        made.json()["id"],
+    )
+    assert stored == (url, "with options", "fifo", 2)

@@ -18,14 +18,11 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
-from pydantic import ValidationError
 
 from ustun.django.conf import alias, ustun_settings
 from ustun.django.db import host_connection
-from ustun.errors import ProblemError
 from ustun.keys import secret_box
-from ustun.service.operations.webhook_endpoints import EndpointIn
-from ustun.service.plumbing.problems import field_message
+from ustun.webhooks.endpoint_body import endpoint_fields
 from ustun.webhooks.endpoints import NewEndpoint, insert_on
 from ustun.webhooks.operations import checked_endpoint
 
@@ -43,11 +40,7 @@ def create(
     `quota-exceeded` (the middleware answers either as problem+json).
     """
     settings = ustun_settings()
-    try:
-        body = EndpointIn(url=url, events=list(event_types), **options)
-    except ValidationError as exc:
-        raise _invalid(exc) from None
-    fields = body.model_dump(exclude_none=True)
+    fields = endpoint_fields(url, event_types, options)
     # Checked before the transaction: the URL's host is looked up.
     values = async_to_sync(checked_endpoint)(fields, allow_private=settings.webhook_allow_private)
     box = secret_box(settings)
@@ -55,18 +48,3 @@ def create(
         return insert_on(
             host_connection(), box, account, values, max_endpoints=settings.max_endpoints
         )
-
-
-def _invalid(exc: ValidationError) -> ProblemError:
-    """422 `validation-error` naming each refused field as the service names its body's
-    (`body.events`), as `operations.checked_endpoint` names a refused URL."""
-    errors = [
-        {
-            "field": ".".join(str(part) for part in ("body", *err["loc"])),
-            "message": field_message(err),
-            "type": err["type"],
-        }
-        for err in exc.errors()
-    ]
-    fields = ", ".join(e["field"] for e in errors)
-    return ProblemError("validation-error", f"Invalid value in {fields}.", errors=errors)

@@ -19,6 +19,7 @@ from typing import Any
 
 from ustun.flask.extension import current
 from ustun.keys import secret_box
+from ustun.webhooks.endpoint_body import endpoint_fields
 from ustun.webhooks.endpoints import NewEndpoint, insert_on
 from ustun.webhooks.operations import checked_endpoint
 
@@ -31,13 +32,14 @@ def create(
     your `db.session.commit()`).
 
     `options` are the service's endpoint fields (`description`, `rate_limit`,
-    `max_in_flight`, `ordering`, `signature`, `payload`). A refused URL or option raises
-    `ProblemError` 422 `validation-error`, an account at `USTUN_MAX_ENDPOINTS` 429
-    `quota-exceeded` (answered as problem+json).
+    `max_in_flight`, `ordering`, `signature`, `payload`), checked as the service checks
+    `POST /v1/webhook-endpoints`'s body. A refused URL, event type or option (an unknown one,
+    a wrong type) raises `ProblemError` 422 `validation-error` naming the field (`body.url`),
+    an account at `USTUN_MAX_ENDPOINTS` 429 `quota-exceeded` (answered as problem+json).
     """
     ustun = current()
     settings = ustun.settings()
-    fields = {"url": url, "events": list(event_types), **options}
+    fields = endpoint_fields(url, event_types, options)
     # Checked before any write: the URL's host is looked up.
     values = asyncio.run(checked_endpoint(fields, allow_private=settings.webhook_allow_private))
     box = secret_box(settings)

@@ -23,8 +23,8 @@ from ustun.http.preconditions import Preconditions
 from ustun.service.dashboard.web import LoggedIn, Posting, Viewer, page, see_other
 from ustun.service.operations import webhook_deliveries, webhook_endpoints, webhook_events
 from ustun.service.plumbing.deps import MAX_PAGE
-from ustun.service.plumbing.problems import field_message
-from ustun.webhooks import operations, signing
+from ustun.webhooks import endpoint_body, operations, signing
+from ustun.webhooks.endpoint_body import field_message
 from ustun.webhooks.endpoints import (
     MAX_RATE_LIMIT,
     MIN_RATE_LIMIT,
@@ -93,7 +93,7 @@ async def _endpoints_page(
         who,
         nav="endpoints",
         endpoints=listing,
-        kinds=get_args(webhook_endpoints.Kind),
+        kinds=get_args(endpoint_body.Kind),
         schemes=signing.SCHEMES,
         orderings=get_args(Ordering),
         default_in_flight=DEFAULT_ENDPOINT_MAX_IN_FLIGHT,
@@ -160,7 +160,7 @@ async def create_endpoint(
     body) and show its signing secret this once, or its public key."""
     patterns = [p.strip() for p in events.replace(",", " ").split() if p.strip()] or ["*"]
     try:
-        body = webhook_endpoints.EndpointIn.model_validate(
+        body = endpoint_body.EndpointIn.model_validate(
             {
                 "kind": kind,
                 "url": url.strip(),

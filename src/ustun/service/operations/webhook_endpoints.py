@@ -3,144 +3,31 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict
 
 from ustun.clock import rfc3339
 from ustun.concurrency import Version
-from ustun.defaults import DEFAULT_ENDPOINT_MAX_IN_FLIGHT, DEFAULT_PAGE_SIZE
+from ustun.defaults import DEFAULT_PAGE_SIZE
 from ustun.errors import ProblemError
 from ustun.http.preconditions import Validators
 from ustun.service.operations.webhook_deliveries import render as render_delivery
 from ustun.service.operations.webhook_events import render_event
-from ustun.service.plumbing.bodies import INTEGRAL_FLOAT, EventPattern, Moment
+from ustun.service.plumbing.bodies import Moment
 from ustun.service.plumbing.conditional import Conditions, conditional_get
 from ustun.service.plumbing.deps import DB, AppSettings, Box, CurrentAccount, Cursor, Limit
-from ustun.service.plumbing.text import Text
 from ustun.store import Database
 from ustun.webhooks import operations, signing
 from ustun.webhooks.adapters import for_database
-from ustun.webhooks.endpoints import (
-    MAX_RATE_LIMIT,
-    MIN_RATE_LIMIT,
-    UNORDERED,
-    Ordering,
-)
-from ustun.webhooks.patterns import is_pattern
+from ustun.webhooks.endpoint_body import EndpointIn, EndpointPatch
 from ustun.webhooks.records import Delivery, Endpoint
 
 router = APIRouter(prefix="/v1/webhook-endpoints", tags=["webhooks"])
 PATH = "/v1/webhook-endpoints"
 # Answers that show a signing secret: no cache may keep them (RFC 9111 §5.2.2.5).
 NO_STORE = "no-store"
-
-ORDERING = (
-    "`unordered`: up to `max_in_flight` deliveries at once; `fifo`: one at a time, in the commit "
-    "order of the events (a dead delivery no longer holds the rest back)."
-)
-Events = Annotated[list[EventPattern], Field(min_length=1, max_length=100)]
-InFlight = Annotated[StrictInt, Field(ge=1, le=256), INTEGRAL_FLOAT]
-RATE_LIMIT = (
-    f"Sends per second across all workers, {MIN_RATE_LIMIT:g} (one per {1 / MIN_RATE_LIMIT:g} s) "
-    f"to {MAX_RATE_LIMIT:g}; null: no limit."
-)
-RateLimit = Annotated[float, Field(ge=MIN_RATE_LIMIT, le=MAX_RATE_LIMIT, allow_inf_nan=False)]
-Kind = Literal["http", "rabbitmq", "nats"]
-Exchange = Annotated[
-    Text | None,
-    Field(
-        default=None,
-        max_length=255,
-        description="`rabbitmq` only: the exchange (declared by you) events are published to, "
-        "with the event type as routing key; not one of the broker's own (`amq.…`).",
-    ),
-]
-Subject = Annotated[
-    Text | None,
-    Field(
-        default=None,
-        max_length=255,
-        description="`nats` only: the JetStream subject events are published to (a stream of "
-        "yours must take it); no wildcards, and not the server's own (`$…`, `_INBOX.…`).",
-    ),
-]
-
-
-def _check_patterns(patterns: list[str] | None) -> list[str] | None:
-    bad = [p for p in patterns or () if not is_pattern(p)]
-    if bad:
-        raise ValueError(f"not an event type or wildcard (`payment.*`, `*`): {bad[0]!r}")
-    return patterns
-
-
-def _check_destination(kind: str, given: dict[str, object]) -> None:
-    """A broker kind needs its exchange or subject; no kind takes another's."""
-    wanted = operations.DESTINATION_FIELD.get(kind)
-    for name, value in given.items():
-        if name == wanted and value is None:
-            raise ValueError(f"a {kind} endpoint needs `{name}`")
-        if name != wanted and value is not None:
-            raise ValueError(f"`{name}` is only for a {_kind_of(name)} endpoint")
-
-
-def _kind_of(field: str) -> str:
-    return next(k for k, f in operations.DESTINATION_FIELD.items() if f == field)
-
-
-class EndpointIn(BaseModel):
-    """The body of `POST /v1/webhook-endpoints`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: Kind = Field(
-        default="http",
-        description="`http`: events are POSTed to `url`; `rabbitmq` (`amqp://`, `amqps://`) or "
-        "`nats` (`nats://`, `tls://`, JetStream): published to the broker at `url`, which may "
-        "carry credentials: it is kept encrypted and shown without them. A broker URL takes no "
-        "query options but RabbitMQ's `heartbeat` and `name`.",
-    )
-    url: Text = Field(max_length=2048)
-    exchange: Exchange = None
-    subject: Subject = None
-    events: Events = Field(default_factory=lambda: ["*"])
-    description: Text = Field(default="", max_length=500)
-    payload: Literal["full", "thin"] = "full"
-    rate_limit: RateLimit | None = Field(default=None, description=RATE_LIMIT)
-    max_in_flight: InFlight = DEFAULT_ENDPOINT_MAX_IN_FLIGHT
-    signature: signing.Scheme = Field(
-        default=signing.HMAC_SHA256,
-        description="`hmac-sha256`: `v1` signatures under the `secret` in the answer; "
-        "`ed25519`: `v1a` signatures, verified with the `public_key` in the answer.",
-    )
-    ordering: Ordering = Field(default=UNORDERED, description=ORDERING)
-
-    _patterns = field_validator("events")(_check_patterns)
-
-    @model_validator(mode="after")
-    def _destination(self) -> EndpointIn:
-        _check_destination(self.kind, {"exchange": self.exchange, "subject": self.subject})
-        return self
-
-
-class EndpointPatch(BaseModel):
-    """The body of `PATCH /v1/webhook-endpoints/{id}`: only the fields to change."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    url: Text | None = Field(default=None, max_length=2048)
-    exchange: Exchange = None
-    subject: Subject = None
-    events: Events | None = None
-    description: Text | None = Field(default=None, max_length=500)
-    payload: Literal["full", "thin"] | None = None
-    rate_limit: RateLimit | None = Field(default=None, description=RATE_LIMIT)
-    max_in_flight: InFlight | None = None
-    ordering: Ordering | None = Field(default=None, description=ORDERING)
-    enabled: bool | None = None
-
-    _patterns = field_validator("events")(_check_patterns)
 
 
 class RecoverIn(BaseModel):

@@ -15,29 +15,19 @@ from typing import Annotated, TypeVar
 from fastapi import Request, params
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, BeforeValidator, ValidationError, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from ustun.errors import ProblemError
 from ustun.http.dates import RFC3339_EXAMPLE, parse_rfc3339
-from ustun.webhooks.patterns import PATTERN
+
+# Defined with the webhook endpoint's body, whose fields they are too; the service's other
+# bodies take them from here.
+from ustun.webhooks.endpoint_body import INTEGRAL_FLOAT as INTEGRAL_FLOAT
+from ustun.webhooks.endpoint_body import EventPattern as EventPattern
 
 M = TypeVar("M", bound=BaseModel)
 
 JSON = "application/json"
-# Every integer up to 2**53 in magnitude is exact as an IEEE 754 double, as JSON numbers are read.
-_EXACT = 2**53
-
-
-def _integral(value: object) -> object:
-    """`100.0` as `100`, as JSON Schema counts it an integer; only where a double is exact."""
-    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT:
-        return int(value)
-    return value
-
-
-# Put last in `Annotated[StrictInt, Field(...), INTEGRAL_FLOAT]`: the schema stays `integer` with
-# its bounds, `100.0` passes, and `100.5`, `"100"` and `true` are still refused.
-INTEGRAL_FLOAT = BeforeValidator(_integral)
 
 
 def _rfc3339(value: object) -> datetime:
@@ -50,21 +40,6 @@ def _rfc3339(value: object) -> datetime:
 # the schema's `date-time` says (pydantic alone would also take a date, a naive time or Unix
 # seconds), whose moment in UTC is one a `datetime` holds. Parsed to UTC.
 Moment = Annotated[datetime, BeforeValidator(_rfc3339)]
-
-# What `ustun.webhooks.patterns.is_pattern` accepts (the server validates with it; this only
-# states it), so a generated client or fuzzer never offers `""`.
-EventPattern = Annotated[
-    str,
-    WithJsonSchema(
-        {
-            "type": "string",
-            "minLength": 1,
-            "pattern": PATTERN.pattern,
-            "description": "An event type (`payment.succeeded`), a prefix and `.*` "
-            "(`payment.*`), or `*` for every type.",
-        }
-    ),
-]
 
 
 def _media_type(request: Request) -> str:

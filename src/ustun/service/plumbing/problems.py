@@ -23,6 +23,7 @@ from ustun.http.problem import CATALOGUE, MEDIA_TYPE, ProblemType, encode, probl
 from ustun.http.retry_after import format_retry_after
 from ustun.service.plumbing.bodies import unreadable
 from ustun.store.reach import Outage, OutageKind, outage
+from ustun.webhooks.endpoint_body import field_message
 
 log = logging.getLogger("ustun.service")
 
@@ -110,12 +111,6 @@ async def _on_http_exception(request: Request, exc: Exception) -> Response:
     if exc.status_code == 404 and detail == "Not Found":
         detail = f"Nothing at {request.url.path}."
     return problem_response(request, slug, detail, status=exc.status_code, headers=exc.headers)
-
-
-def field_message(err: Mapping[str, Any]) -> str:
-    """A validation error's message, without the `Value error, ` pydantic puts before what a
-    validator of ours says."""
-    return str(err.get("msg", "")).removeprefix("Value error, ")
 
 
 def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
