@@ -86,6 +86,14 @@ class Outage(NamedTuple):
     detail: str
 
 
+# The problem answering each kind of outage, and how long a client should wait before its
+# retry: a restart takes seconds, a timeout clears as the load does, a full disk needs an operator.
+OUTAGE_PROBLEMS: dict[OutageKind, tuple[str, float]] = {
+    "unavailable": ("database-unavailable", 2),
+    "busy": ("database-busy", 1),
+    "full": ("insufficient-storage", 60),
+}
+
 _UNAVAILABLE = Outage(
     "unavailable",
     "The database is unreachable or closed the connection (it may be restarting).",
