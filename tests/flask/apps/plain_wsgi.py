@@ -1,16 +1,25 @@
 """A WSGI app that is not Flask, under `ustun.wsgi.IdempotencyMiddleware` (plain mode: the app
-commits on its own). `POST /orders` writes an order and answers 201; `POST /orders/raise`
-raises before writing; `POST /orders/fail` answers 503 without writing."""
+commits on its own). `POST /orders` writes an order and answers 201 (after `hold` seconds, if
+its body says so: a request still running when its duplicates arrive); `POST /orders/raise`
+raises before writing; `POST /orders/fail` answers 503 without writing.
+
+The orders are in `SHOP_DATABASE_URL`; the idempotency records in `WSGI_RECORDS_URL` (a Redis
+URL, under the key prefix `WSGI_REDIS_PREFIX`), by default the same database; `WSGI_TTL` is
+their lifetime in seconds.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Column, Integer, MetaData, Table, create_engine, insert
+from sqlalchemy import Column, Integer, MetaData, Table, create_engine, insert, text
 
+from ustun.defaults import DEFAULT_IDEMPOTENCY_TTL, DEFAULT_REDIS_PREFIX
+from ustun.store.dbapi import begin_immediate, sqlalchemy_connection
 from ustun.wsgi import IdempotencyMiddleware
 
 url = os.environ["SHOP_DATABASE_URL"]
@@ -21,7 +30,22 @@ orders = Table(
     Column("id", Integer, primary_key=True),
     Column("amount", Integer, nullable=False),
 )
-orders.metadata.create_all(engine)
+
+
+def create_orders() -> None:
+    """Create the orders table unless it exists. gunicorn's workers import this module at the
+    same moment, and two CREATE TABLEs of one name on PostgreSQL collide (a unique violation in
+    pg_type, or "already exists"), failing a worker's boot: each worker checks and creates
+    under a lock held to its commit (PostgreSQL's advisory lock, SQLite's write lock)."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('wsgi_order'))"))
+        else:
+            begin_immediate(sqlalchemy_connection(conn))
+        orders.metadata.create_all(conn)
+
+
+create_orders()
 
 
 def orders_app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
@@ -35,7 +59,9 @@ def orders_app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
         return [b"try later"]
     length = int(environ.get("CONTENT_LENGTH") or 0)
-    amount = int(json.loads(environ["wsgi.input"].read(length))["amount"])
+    order = json.loads(environ["wsgi.input"].read(length))
+    time.sleep(float(order.get("hold", 0)))
+    amount = int(order["amount"])
     with engine.begin() as conn:
         order_id = conn.execute(insert(orders).values(amount=amount)).inserted_primary_key[0]
     body = json.dumps({"id": order_id, "amount": amount}).encode()
@@ -46,5 +72,11 @@ def orders_app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
 
 
 app = IdempotencyMiddleware(
-    orders_app, url, prefix="/orders", policy="required", store_server_errors=False
+    orders_app,
+    os.environ.get("WSGI_RECORDS_URL", url),
+    prefix="/orders",
+    policy="required",
+    store_server_errors=False,
+    ttl=float(os.environ.get("WSGI_TTL", DEFAULT_IDEMPOTENCY_TTL)),
+    redis_prefix=os.environ.get("WSGI_REDIS_PREFIX", DEFAULT_REDIS_PREFIX),
 )
