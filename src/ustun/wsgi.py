@@ -15,8 +15,9 @@ app's commit and the stored answer can run a retry again (a Flask app on SQLAlch
     app.wsgi_app = IdempotencyMiddleware(app.wsgi_app, "redis://cache:6379/0")
 
 A database holds ustun's tables (`ustun migrate` with `USTUN_DATABASE_URL` pointing at it);
-Redis needs nothing prepared. A store that cannot be reached when the key is claimed is
-answered 503 (`database-unavailable`, Retry-After) and nothing runs.
+Redis needs nothing prepared. A store out of reach when the key is claimed (Redis's connection
+errors; a database's outages as `ustun.store.reach.outage` knows them) is answered 503
+(`database-unavailable`, Retry-After) and nothing runs.
 """
 
 from __future__ import annotations
