@@ -22,18 +22,10 @@ from ustun.errors import ProblemError
 from ustun.http.problem import CATALOGUE, MEDIA_TYPE, ProblemType, encode, problem
 from ustun.http.retry_after import format_retry_after
 from ustun.service.plumbing.bodies import unreadable
-from ustun.store.reach import Outage, OutageKind, outage
+from ustun.store.reach import OUTAGE_PROBLEMS, Outage, outage
 from ustun.webhooks.endpoint_body import field_message
 
 log = logging.getLogger("ustun.service")
-
-# The problem of each kind of outage, and how long a client should wait before its retry: a
-# restart takes seconds, a timeout clears as the load does, a full disk needs an operator.
-_OUTAGES: dict[OutageKind, tuple[str, float]] = {
-    "unavailable": ("database-unavailable", 2),
-    "busy": ("database-busy", 1),
-    "full": ("insufficient-storage", 60),
-}
 
 # Statuses Starlette or FastAPI raise on their own, and the problem type each becomes.
 _SLUG_BY_STATUS = {
@@ -201,7 +193,7 @@ class OutageMiddleware:
 
 def outage_response(request: Request, found: Outage) -> Response:
     """The problem answering a database outage, with the Retry-After of its kind."""
-    slug, wait = _OUTAGES[found.kind]
+    slug, wait = OUTAGE_PROBLEMS[found.kind]
     extensions: dict[str, Any] = {"storage": "database"} if found.kind == "full" else {}
     return problem_response(
         request,
