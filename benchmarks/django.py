@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import platform
@@ -49,22 +48,18 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections import Counter
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-import httpx
-
+from framework_bench import BIN, measure, py_spy, wait_up
+from framework_bench import mean as _mean
 from idempotency import _free_port
-from jobs import PG, backend_cpu, drop_pg_database, fresh_pg_database, processes_cpu
+from jobs import PG, drop_pg_database, fresh_pg_database
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE / "django_bench"
-BIN = Path(sys.executable).parent
 VARIANTS = ("a", "b", "c", "d")
 LABELS = {
     "a": "(a) by hand, no idempotency",
@@ -73,9 +68,7 @@ LABELS = {
     "d": "(d) ustun @idempotent + emit",
 }
 RATIOS = (("b", "a"), ("c", "a"), ("d", "a"), ("d", "b"))
-BODY = b'{"amount":1250,"currency":"EUR"}'
 WORKERS = 4
-STARTUP = 120.0  # seconds gunicorn may take to answer, on a loaded machine
 
 
 @dataclass
@@ -105,50 +98,6 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-
-# --- the load generator, in a process of its own ---------------------------------------------
-
-
-async def _load(url: str, seconds: float, connections: int, run: str) -> dict[str, Any]:
-    """`connections` clients POSTing to `url` for `seconds`, one connection per request (as
-    gunicorn's sync workers answer), a fresh Idempotency-Key each; count answers by status."""
-    parts = urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    head = (
-        f"POST {parts.path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(BODY)}\r\n"
-        "Connection: close\r\nIdempotency-Key: "
-    ).encode()
-    tail = b"\r\n\r\n" + BODY
-    statuses: Counter[str] = Counter()
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-
-    async def client(n: int) -> None:
-        sent = 0
-        while loop.time() < deadline:
-            sent += 1
-            try:
-                reader, writer = await asyncio.open_connection(host, port)
-                writer.write(head + f"{run}-{n}-{sent}".encode() + tail)
-                answer = await reader.read()
-                writer.close()
-                statuses[answer[9:12].decode() or "empty"] += 1
-            except OSError as error:
-                statuses[type(error).__name__] += 1
-
-    began = loop.time()
-    await asyncio.gather(*(client(n) for n in range(connections)))
-    return {"seconds": loop.time() - began, "statuses": dict(statuses)}
-
-
-def load_main(url: str, seconds: float, connections: int) -> None:
-    try:
-        from uvloop import run as run_loop
-    except ImportError:
-        run_loop = asyncio.run  # type: ignore[assignment]
-    print(json.dumps(run_loop(_load(url, seconds, connections, uuid.uuid4().hex))))
 
 
 # --- servers and measures --------------------------------------------------------------------
@@ -214,50 +163,21 @@ def serve(
         )
     server = Server(variant, backend, proc, f"http://127.0.0.1:{port}/{variant}/payments", database)
     cleanup.callback(server.close)
-    deadline = time.monotonic() + STARTUP
-    while True:
-        if proc.poll() is not None:
-            raise SystemExit(f"gunicorn {backend} ({variant}) exited:\n{log.read_text()}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(server.url, timeout=1).status_code == 405:  # up: POST only
-                return server
-        if time.monotonic() > deadline:
-            raise SystemExit(f"gunicorn {backend} ({variant}) did not answer in {STARTUP:g} s")
-        time.sleep(0.2)
-
-
-def gunicorn_pids(master: int) -> list[int]:
-    """gunicorn's master and its workers (Linux /proc)."""
-    pids = [master]
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            # The fields after the command's closing parenthesis: state, ppid, ...
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == master:
-                pids.append(int(stat.parent.name))
-    return pids
+    wait_up(proc, server.url, f"gunicorn {backend} ({variant})", log)
+    return server
 
 
 def load(server: Server, seconds: float, connections: int) -> Sample:
     """One load of `seconds` on `server`; its rate and the CPU per request it cost."""
-    pids = gunicorn_pids(server.proc.pid)
-    backends = asyncio.run(backend_cpu(server.database))
-    cpu = processes_cpu(pids)
-    out = subprocess.run(
-        [sys.executable, __file__, "load", server.url, str(seconds), str(connections)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    gunicorn = sum(s - cpu.get(pid, 0.0) for pid, s in processes_cpu(pids).items())
-    postgresql = sum(
-        s - backends.get(pid, 0.0) for pid, s in asyncio.run(backend_cpu(server.database)).items()
+    done = measure(
+        server.proc.pid, server.database, server.url, seconds, connections, keep_alive=False
     )
-    result = json.loads(out)
-    statuses: dict[str, int] = result["statuses"]
-    if set(statuses) != {"201"}:
-        raise SystemExit(f"{server.backend} ({server.variant}): answers {statuses}")
-    count = statuses["201"]
-    return Sample(count / result["seconds"], gunicorn / count * 1e6, postgresql / count * 1e6)
+    if set(done.statuses) != {"201"}:
+        raise SystemExit(f"{server.backend} ({server.variant}): answers {done.statuses}")
+    count = done.statuses["201"]
+    return Sample(
+        count / done.seconds, done.server_cpu / count * 1e6, done.postgresql_cpu / count * 1e6
+    )
 
 
 # --- profiles -------------------------------------------------------------------------------
@@ -283,61 +203,28 @@ LAYERS = (
 )
 
 
-PROFILE_RATE = 250  # samples/s
 OUTSIDE = "measured CPU not sampled holding the GIL (driver, SQLite, kernel)"
 
 
-def split(profile: Path) -> Counter[str]:
-    """Samples of `profile` (py-spy raw: `frame;frame;... count`) per layer."""
-    layers: Counter[str] = Counter()
-    for line in profile.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
-        frames = stack.split(";")
-        layer = "other"
-        for frame in reversed(frames):
-            path = frame.rsplit("(", 1)[-1]
-            match = next((name for name, parts in LAYERS if any(p in path for p in parts)), None)
-            if match is not None:
-                layer = match
-                break
-        layers[layer] += int(count)
-    return layers
-
-
-def profile(server: Server, args: argparse.Namespace) -> Counter[str]:
+def profile(server: Server, args: argparse.Namespace) -> dict[str, float]:
     """One more load of `server` while py-spy samples its workers when they hold the GIL:
     CPU µs per request of each layer's Python (a driver's waits, SQLite's engine and other C
     code that releases the GIL are left out)."""
     out = Path(args.profile) / f"{server.backend}-{server.variant}.txt"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, __file__, "load", server.url, str(args.seconds + 2)]
-    with subprocess.Popen(
-        [*command, str(args.connections)], stdout=subprocess.PIPE, text=True
-    ) as load:
-        time.sleep(1)  # the steady state, not the start
-        subprocess.run(
-            [
-                *(str(BIN / "py-spy"), "record", "--nonblocking", "--subprocesses", "--gil"),
-                *("--pid", str(server.proc.pid), "--duration", str(int(args.seconds))),
-                *("--rate", str(PROFILE_RATE), "--format", "raw", "--output", str(out)),
-            ],
-            check=True,
-            capture_output=True,
-        )
-        result = json.loads(load.communicate()[0])
-    if load.returncode != 0:
-        raise SystemExit(f"the load failed while profiling {server.backend} ({server.variant})")
-    requests = sum(result["statuses"].values()) / result["seconds"] * int(args.seconds)
-    us_per_sample = 1e6 / PROFILE_RATE / requests
-    layers = Counter({name: n * us_per_sample for name, n in split(out).items()})
-    measured = _mean([s.gunicorn_us for s in server.samples])
-    layers[OUTSIDE] = measured - sum(layers.values())
+    layers = py_spy(
+        server.proc.pid,
+        server.url,
+        args.seconds,
+        args.connections,
+        out,
+        LAYERS,
+        keep_alive=False,
+    )
+    layers[OUTSIDE] = _mean([s.gunicorn_us for s in server.samples]) - sum(layers.values())
     return layers
 
 
-def print_profiles(profiles: dict[str, dict[str, Counter[str]]]) -> None:
+def print_profiles(profiles: dict[str, dict[str, dict[str, float]]]) -> None:
     for backend, variants in profiles.items():
         print(f"\n{backend}: gunicorn CPU µs/req by layer (py-spy --gil)\n")
         print("| layer | " + " | ".join(f"({v})" for v in variants) + " |")
@@ -350,14 +237,10 @@ def print_profiles(profiles: dict[str, dict[str, Counter[str]]]) -> None:
 # --- the report ------------------------------------------------------------------------------
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
-
-
 def summary(servers: dict[str, Server]) -> dict[str, Any]:
     """Per variant its rounds and means; the ratios of mean rates, per round, and of the
     requests one CPU-second serves (gunicorn's and PostgreSQL's CPU per request, inverted)."""
-    variants = {
+    variants: dict[str, dict[str, Any]] = {
         v: {
             "rounds": [asdict(s) for s in server.samples],
             "rate": _mean([s.rate for s in server.samples]),
@@ -426,7 +309,7 @@ def main() -> None:
     args = parser.parse_args()
     backends = ["postgresql", "sqlite"] if args.backend == "both" else [args.backend]
     results: dict[str, dict[str, Any]] = {}
-    profiles: dict[str, dict[str, Counter[str]]] = {}
+    profiles: dict[str, dict[str, dict[str, float]]] = {}
     for backend in backends:
         # Closing `cleanup` stops the servers, then drops the database (last in, first out).
         with tempfile.TemporaryDirectory(prefix="ustun-django-") as name, ExitStack() as cleanup:
@@ -457,7 +340,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "load":
-        load_main(sys.argv[2], float(sys.argv[3]), int(sys.argv[4]))
-    else:
-        main()
+    main()
