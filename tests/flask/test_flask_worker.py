@@ -3,15 +3,18 @@ event of a committed payment delivered to an endpoint registered by `endpoints.c
 `@idempotent` view (its secret shown once, sealed for the replay), verified with the
 `standardwebhooks` package, and none from a view that raised; a job enqueued by a view run to
 its end (202, its status with ETag/304, another account's a 404), its result served beside
-its status."""
+its status, and its events streamed (SSE) as it runs, resumed after `Last-Event-ID`, until its
+end or the stream's lifetime."""
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,8 +22,10 @@ import pytest
 from standardwebhooks import Webhook
 
 from example_shops import BIN, Served
-from flask_support import Shop, payment_events
-from support import wait_for
+from flask_support import Shop, payment_events, stream_events
+from support import problem_of, wait_for
+from ustun.jobs.adapters.plans import EVENTS_PAGE
+from ustun.service.plumbing.job_representation import STREAM_LIFETIME
 
 pytestmark = pytest.mark.e2e
 
@@ -150,3 +155,120 @@ def test_an_account_registers_at_most_its_quota_of_endpoints(
         refused = register()
         assert refused.status_code == 429, refused.text
         assert refused.json()["type"] == "/problems/quota-exceeded"
+
+
+def _waiting_job(client: httpx.Client, release: str) -> httpx.Response:
+    """The 202 of a `shop.wait` job (faults.py): half done at once, done once `release` is."""
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    started = client.post("/faults/job", json={"release": release}, headers=key)
+    assert started.status_code == 202, started.text
+    return started
+
+
+def _half_done(client: httpx.Client, url: str) -> httpx.Response:
+    """The job at `url` once it waits for its release (50 %)."""
+
+    def half() -> httpx.Response | None:
+        polled = client.get(url)
+        assert polled.status_code == 200, polled.text
+        return polled if polled.json()["progress"] == 50 else None
+
+    return wait_for(half, timeout=30, interval=0.1, what="the job to be half done")
+
+
+def _ids(client: httpx.Client, url: str, last: int) -> list[int]:
+    """The ids of the job's whole stream after `last` (it ends at the job's final state)."""
+    headers = {"Last-Event-ID": str(last)}
+    with client.stream("GET", f"{url}/events", headers=headers) as response:
+        return [event_id for event_id, _, _ in stream_events(response)]
+
+
+def test_a_job_is_followed_live_over_sse_and_resumed_after_last_event_id(
+    shop: Shop, served: Served
+) -> None:
+    release = f"release-{uuid.uuid4()}"
+    with served.client("ann") as ann:
+        started = _waiting_job(ann, release)
+        # `accepted`: the job's status resource, and the ETag of its first version.
+        url = started.headers["location"].removeprefix(served.url)
+        assert url == f"/ustun/jobs/{started.json()['id']}"
+        assert started.headers["etag"] == '"1"'
+        assert started.headers["retry-after"] == "1"
+        waiting = _half_done(ann, url)
+        etag = waiting.headers["etag"]
+        assert waiting.headers["retry-after"] == "1"
+        unchanged = ann.get(url, headers={"If-None-Match": etag})
+        assert (unchanged.status_code, unchanged.content) == (304, b"")
+        assert unchanged.headers["etag"] == etag
+        assert ann.get(url, headers={"If-None-Match": '"1"'}).status_code == 200
+
+        seen = int(etag.strip('"'))
+        with ann.stream("GET", f"{url}/events") as response:
+            events = stream_events(response)
+            # Everything so far, while the job waits for its release: the stream is live.
+            before = [next(events) for _ in range(seen)]
+            (Path(shop.env["SHOP_FAULTS"]) / release).touch()
+            after = list(events)
+        assert [event_id for event_id, _, _ in before] == list(range(1, seen + 1))
+        assert [data["status"] for _, _, data in before[:2]] == ["pending", "processing"]
+        assert before[-1][2]["progress"] == 50
+        final = seen + len(after)
+        assert [event_id for event_id, _, _ in after] == list(range(seen + 1, final + 1))
+        assert (after[-1][2]["status"], after[-1][2]["progress"]) == ("done", 100)
+
+        done = ann.get(url, headers={"If-None-Match": etag})
+        assert done.status_code == 200
+        assert done.headers["etag"] == f'"{final}"'
+        assert "retry-after" not in done.headers
+        assert ann.get(url, headers={"If-None-Match": f'"{final}"'}).status_code == 304
+
+        assert _ids(ann, url, 0) == list(range(1, final + 1))
+        assert _ids(ann, url, 2) == list(range(3, final + 1))
+        assert _ids(ann, url, final - 1) == [final]
+        # The client saw the final event: 204 stops an EventSource from reconnecting.
+        for last in (final, final + EVENTS_PAGE):
+            over = ann.get(f"{url}/events", headers={"Last-Event-ID": str(last)})
+            assert (over.status_code, over.content) == (204, b"")
+        bad = ann.get(f"{url}/events", headers={"Last-Event-ID": "-1"})
+        problem_of(bad, 400, "bad-request")
+
+
+def test_another_accounts_job_events_are_not_found(served: Served) -> None:
+    with served.client("ann") as ann, served.client("bob") as bob:
+        paid = ann.post(
+            "/payments",
+            json={"amount": 9010, "currency": "EUR"},
+            headers={"Idempotency-Key": str(uuid.uuid4())},
+        )
+        started = ann.post(
+            f"/payments/{paid.json()['id']}/receipts",
+            headers={"Idempotency-Key": str(uuid.uuid4())},
+        )
+        url = started.headers["location"]
+        head = ann.head(f"{url}/events")
+        assert head.status_code == 200
+        assert head.headers["content-type"].startswith("text/event-stream")
+        for path in (url, f"{url}/events", f"{url}/result"):
+            problem_of(bob.get(path), 404, "not-found")
+        problem_of(ann.get(f"{served.url}/ustun/jobs/job_nothing/events"), 404, "not-found")
+
+
+def test_a_stream_ends_after_its_lifetime_and_the_client_resumes(
+    shop: Shop, served: Served
+) -> None:
+    """A job that outlasts the stream: it ends after `STREAM_LIFETIME` without the final event,
+    and the reconnection with `Last-Event-ID` gets the rest."""
+    release = f"release-{uuid.uuid4()}"
+    with served.client("ann") as ann:
+        url = _waiting_job(ann, release).headers["location"]
+        seen = int(_half_done(ann, url).headers["etag"].strip('"'))
+        opened = time.monotonic()
+        with ann.stream("GET", f"{url}/events") as response:
+            first = [event_id for event_id, _, _ in stream_events(response)]
+        lasted = time.monotonic() - opened
+        assert first == list(range(1, seen + 1))
+        assert STREAM_LIFETIME <= lasted < STREAM_LIFETIME + 5
+        (Path(shop.env["SHOP_FAULTS"]) / release).touch()
+        rest = _ids(ann, url, seen)
+        assert rest == list(range(seen + 1, rest[-1] + 1))
+        assert ann.get(url).json()["status"] == "done"

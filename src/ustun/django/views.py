@@ -9,8 +9,9 @@ authentication and permission classes, so a job's caller is the user the app's D
 without it, `request.user` from Django's middleware.
 
 The event stream is a `StreamingHttpResponse` that reads the job's new events every
-`STREAM_POLL` seconds; it ends at the job's final state or after `STREAM_LIFETIME` seconds
-(an `EventSource` then reconnects with `Last-Event-ID`). Under WSGI each open stream holds a
+`STREAM_POLL` seconds (`job_representation.Follow`, which Flask's job views serve too); it
+ends at the job's final state or after `STREAM_LIFETIME` seconds (an `EventSource` then
+reconnects with `Last-Event-ID`). Under WSGI each open stream holds a
 worker (a sync gunicorn worker, a thread) while it lasts: the lifetime stays below gunicorn's
 default `--timeout` of 30 s, which kills a sync worker busy for longer. Under ASGI it is an
 async iterator: it waits on the event loop and reads in Django's sync thread.
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -44,22 +44,11 @@ from ustun.errors import NotFoundError, ProblemError
 from ustun.http.last_event_id import parse_last_event_id
 from ustun.http.preconditions import Preconditions
 from ustun.http.sse_parser import MEDIA_TYPE as EVENT_STREAM
-from ustun.jobs import FINAL, Job, JobEvent
+from ustun.jobs import Job
 from ustun.jobs.adapters import plans as job_plans
 from ustun.service.plumbing.conditional import validator_headers
-from ustun.service.plumbing.job_representation import (
-    SSE_KEEPALIVE,
-    event_block,
-    job_headers,
-    render,
-    validators,
-)
+from ustun.service.plumbing.job_representation import Follow, job_headers, render, validators
 from ustun.store.plans import run_sync
-
-# Seconds between two reads of an open stream's job events.
-STREAM_POLL = 0.5
-# Seconds an event stream stays open at most (below gunicorn's default worker timeout, 30 s).
-STREAM_LIFETIME = 25.0
 
 JobView = Callable[[HttpRequest, str], HttpResponseBase]
 
@@ -115,19 +104,16 @@ def job_events(request: HttpRequest, job_id: str) -> HttpResponseBase:
     """Server-sent events of the caller's job `job_id`, after `Last-Event-ID`, as the service
     sends them; 204 once the client has seen the final one (an `EventSource` then stops)."""
     after = parse_last_event_id(request.headers.get("Last-Event-ID"))
-    found = _owned(request, job_id)
-    # An id past the job's version counts as its current one, as in the service.
-    after = min(after, found.version)
-    if found.status in FINAL and after >= found.version:
+    follow = Follow.resume(_owned(request, job_id), after, host_connection)
+    if follow is None:
         return HttpResponse(status=204)
-    follow = _Follow(found, after)
     blocks: Iterator[str] | AsyncIterator[str]
     if request.method == "HEAD":
         blocks = iter(())
     elif isinstance(getattr(request, "_request", request), ASGIRequest):
         blocks = _async_blocks(follow)
     else:
-        blocks = _blocks(follow)
+        blocks = follow.blocks()
     return StreamingHttpResponse(
         blocks,
         content_type=EVENT_STREAM,
@@ -135,53 +121,10 @@ def job_events(request: HttpRequest, job_id: str) -> HttpResponseBase:
     )
 
 
-class _Follow:
-    """One open stream of a job's events: each read's blocks, and when to read again. Written
-    once for the two drivers below (`_blocks` under WSGI, `_async_blocks` under ASGI)."""
-
-    def __init__(self, job: Job, after: int) -> None:
-        self.job = job
-        self.after = after
-        self.first = True
-        self.start = self.quiet_since = time.monotonic()
-
-    def read(self) -> list[JobEvent]:
-        """The job's events after the last one sent, on Django's connection."""
-        return run_sync(job_plans.events_after(self.job, self.after), host_connection())
-
-    def send(self, events: list[JobEvent]) -> tuple[list[str], float | None]:
-        """The blocks of `events` (a comment when quiet for `SSE_KEEPALIVE`), and the seconds
-        until the next read: None once the job is final or the stream's lifetime is over."""
-        blocks = []
-        for event in events:
-            blocks.append(event_block(event, retry=self.first))
-            self.first, self.after = False, event.version
-            if event.status in FINAL:
-                return blocks, None
-        now = time.monotonic()
-        if now - self.start >= STREAM_LIFETIME:
-            return blocks, None
-        if events:
-            self.quiet_since = now
-        elif now - self.quiet_since >= SSE_KEEPALIVE:
-            blocks.append(": keep-alive\n\n")
-            self.quiet_since = now
-        return blocks, STREAM_POLL if len(events) < job_plans.EVENTS_PAGE else 0.0
-
-
-def _blocks(follow: _Follow) -> Iterator[str]:
-    """The stream's blocks under WSGI: the worker waits between reads."""
-    while True:
-        blocks, wait = follow.send(follow.read())
-        yield from blocks
-        if wait is None:
-            return
-        time.sleep(wait)
-
-
-async def _async_blocks(follow: _Follow) -> AsyncIterator[str]:
+async def _async_blocks(follow: Follow) -> AsyncIterator[str]:
     """The stream's blocks under ASGI (a sync iterator would be read to its end before the
-    first byte went out): the reads in Django's sync thread, the waits on the event loop."""
+    first byte went out): the reads in Django's sync thread, the waits on the event loop
+    (`Follow.blocks` is the WSGI one)."""
     read = sync_to_async(follow.read)
     while True:
         blocks, wait = follow.send(await read())

@@ -1,8 +1,17 @@
 """Job status for the caller's account, read on the session's connection: the `ustun`
 blueprint's `GET <prefix>/jobs/<job_id>`, the job as the service shows it (`ETag` from its
-version, 304 on `If-None-Match`, `Retry-After` while it runs), and `GET
+version, 304 on `If-None-Match`, `Retry-After` while it runs), `GET
+<prefix>/jobs/<job_id>/events`, its server-sent events (resumed after `Last-Event-ID`), and `GET
 <prefix>/jobs/<job_id>/result`, the file it produced. The caller's account is the name
-`@idempotent` scopes keys by (`scope_of`); another account's job is a 404 problem."""
+`@idempotent` scopes keys by (`scope_of`); another account's job is a 404 problem.
+
+The event stream reads the job's new events every `STREAM_POLL` seconds, each read in a
+transaction of its own (the stream holds no connection while it waits); it ends at the job's
+final state or after `STREAM_LIFETIME` seconds (25: an `EventSource` then reconnects with
+`Last-Event-ID`), as Django's does (`job_representation.Follow`). Each open stream holds a
+gunicorn worker while it lasts: serve the app with threads (`--threads`) or a worker class
+that does not block.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +19,7 @@ from typing import Any
 
 from flask.blueprints import Blueprint
 from flask.globals import request
-from flask.helpers import url_for
+from flask.helpers import stream_with_context, url_for
 from flask.json import jsonify
 from flask.wrappers import Response
 
@@ -18,10 +27,12 @@ from ustun.concurrency import conditional_read
 from ustun.errors import NotFoundError
 from ustun.flask.extension import current
 from ustun.flask.idempotency import scope_of
+from ustun.http.last_event_id import parse_last_event_id
 from ustun.http.preconditions import Preconditions
+from ustun.http.sse_parser import MEDIA_TYPE as EVENT_STREAM
 from ustun.jobs import Job
 from ustun.jobs.adapters import plans as job_plans
-from ustun.service.plumbing.job_representation import job_headers, render, validators
+from ustun.service.plumbing.job_representation import Follow, job_headers, render, validators
 from ustun.store.plans import run_sync
 
 blueprint = Blueprint("ustun", __name__)
@@ -54,6 +65,24 @@ def job(job_id: str) -> Response:
     response = jsonify(job_document(found))
     response.headers.update(headers)
     return response
+
+
+@blueprint.get("/jobs/<job_id>/events")
+def job_events(job_id: str) -> Response:
+    """Server-sent events of the caller's job `job_id`, after `Last-Event-ID`, as the service
+    sends them; 204 once the client has seen the final one (an `EventSource` then stops)."""
+    after = parse_last_event_id(request.headers.get("Last-Event-ID"))
+    ustun = current()
+    follow = Follow.resume(_owned(job_id), after, ustun.connection)
+    # The lookup's transaction ends here, each read's after it: none stays open while it waits.
+    ustun.session.rollback()
+    if follow is None:
+        return Response(status=204)
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    if request.method == "HEAD":
+        return Response(mimetype=EVENT_STREAM, headers=headers)
+    blocks = stream_with_context(follow.blocks(after_read=ustun.session.rollback))
+    return Response(blocks, mimetype=EVENT_STREAM, headers=headers)
 
 
 @blueprint.get("/jobs/<job_id>/result")
