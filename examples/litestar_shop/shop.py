@@ -135,7 +135,13 @@ async def report(
     """A CSV report made by a job: 202, its status resource in `Location`."""
     if not 1 <= data.rows <= 10_000:
         raise ValidationException("rows must be 1 to 10000")
-    job = await enqueue(uow, "shop.report", {"rows": data.rows}, account=who, max_pending=50)
+    job = await enqueue(
+        uow,
+        "shop.report",
+        {"rows": data.rows},
+        account=who,
+        max_pending=ustun.settings.max_pending_jobs,
+    )
     return accepted(job, request)
 
 

@@ -1,12 +1,12 @@
 """The example Litestar shop (examples/litestar_shop) on a fresh SQLite or PostgreSQL database,
 one of each per run: its tables (`python shop.py`), ustun's (`litestar --app shop:app ustun
-migrate`), uvicorn serving it with two worker processes, and its worker when a test asks."""
+migrate`), uvicorn serving it with two worker processes, and its worker once a test asks."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -53,6 +53,13 @@ def served(shop: Shop) -> Served:
 
 
 @pytest.fixture(scope="session")
-def worker(shop: Shop) -> subprocess.Popen[bytes]:
-    """The shop's worker (`litestar --app shop:app ustun worker`), beside its server."""
-    return shop.start_worker()
+def start_worker(shop: Shop) -> Callable[[], None]:
+    """Starts the shop's worker (`litestar --app shop:app ustun worker`) beside its server when
+    first called: a test may follow a job from before any worker runs."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start() -> None:
+        if not started:
+            started.append(shop.start_worker())
+
+    return start

@@ -8,9 +8,8 @@ whole), its status with ETag/304 and its result, none of it another account's.""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -39,12 +38,83 @@ def receiver() -> Iterator[ThreadedReceiver]:
         asyncio.run(found.stop())
 
 
+def _events(response: httpx.Response) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """(id, type, data) of each event of an open stream, as they arrive."""
+    assert response.status_code == 200, response.read()
+    assert response.headers["content-type"].startswith("text/event-stream")
+    parser = EventStreamParser()
+    for chunk in response.iter_bytes():
+        for event in parser.feed(chunk):
+            yield int(event.id), event.event, httpx.Response(200, content=event.data).json()
+
+
+def _stream(client: httpx.Client, url: str, last: int | None = None) -> list[int]:
+    """The ids of the whole stream after `last` (it ends at the job's final state)."""
+    headers = {} if last is None else {"Last-Event-ID": str(last)}
+    with client.stream("GET", f"{url}/events", headers=headers) as response:
+        return [event_id for event_id, _, _ in _events(response)]
+
+
+def test_a_report_is_accepted_then_followed_over_sse_to_its_result(
+    served: Served, start_worker: Callable[[], None]
+) -> None:
+    with served.client("ann") as ann, served.client("bob") as bob:
+        accepted = ann.post(
+            "/reports", json={"rows": ROWS}, headers={"Idempotency-Key": str(uuid.uuid4())}
+        )
+        assert accepted.status_code == 202, accepted.text
+        url = accepted.headers["location"]
+        assert url.startswith(f"{served.url}/ustun/jobs/job_")
+        assert (accepted.headers["etag"], accepted.headers["retry-after"]) == ('"1"', "1")
+        job = accepted.json()
+        assert (job["object"], job["kind"], job["status"]) == ("job", "shop.report", "pending")
+
+        # Followed from before any worker runs (when this test is the first to want one):
+        # the first event is read at once, the rest as the worker runs the job.
+        with ann.stream("GET", f"{url}/events") as response:
+            stream = _events(response)
+            events = [next(stream)]
+            start_worker()
+            events += list(stream)
+        assert [event_id for event_id, _, _ in events] == list(range(1, len(events) + 1))
+        statuses = [data["status"] for _, _, data in events]
+        assert (statuses[0], statuses[1], statuses[-1]) == ("pending", "processing", "done")
+        assert [data["progress"] for _, _, data in events][2:] == [25, 50, 75, 100, 100]
+        final = events[-1][0]
+
+        done = ann.get(url)
+        assert done.status_code == 200, done.text
+        assert done.headers["etag"] == f'"{final}"'
+        assert "retry-after" not in done.headers
+        assert (done.json()["status"], done.json()["progress"]) == ("done", 100)
+        unchanged = ann.get(url, headers={"If-None-Match": done.headers["etag"]})
+        assert (unchanged.status_code, unchanged.content) == (304, b"")
+
+        result = ann.get(done.json()["result_url"])
+        assert result.status_code == 200
+        assert result.headers["content-type"].startswith("text/csv")
+        lines = result.text.splitlines()
+        assert (lines[0], lines[-1], len(lines)) == ("n,square", f"{ROWS},{ROWS * ROWS}", ROWS + 1)
+
+        # Resumed after the last event a client saw; 204 once it saw the final one.
+        assert _stream(ann, url, last=3) == list(range(4, final + 1))
+        assert ann.get(f"{url}/events", headers={"Last-Event-ID": str(final)}).status_code == 204
+        problem_of(ann.get(f"{url}/events", headers={"Last-Event-ID": "-1"}), 400, "bad-request")
+
+        # Another account's job does not exist for bob, nor does a job that is nobody's.
+        for path in (url, f"{url}/events", f"{url}/result"):
+            problem_of(bob.get(path), 404, "not-found")
+        problem_of(ann.get(f"{served.url}/ustun/jobs/job_nothing"), 404, "not-found")
+    assert httpx.get(url).status_code == 401
+
+
 def test_a_committed_payment_is_delivered_signed_and_a_raised_one_never(
     shop: Shop,
     served: Served,
-    worker: subprocess.Popen[bytes],
+    start_worker: Callable[[], None],
     receiver: ThreadedReceiver,
 ) -> None:
+    start_worker()
     key = str(uuid.uuid4())
     with served.client("bob") as bob:
         register = {"url": receiver.url("/hooks"), "events": ["payment.*"]}
@@ -78,68 +148,3 @@ def test_a_committed_payment_is_delivered_signed_and_a_raised_one_never(
     assert (event["type"], event["data"]) == ("payment.created", paid.json())
     # The raised handler's event never committed: this payment's is the one event.
     assert payment_events(shop, 301) == [event["id"]]
-
-
-def _events(response: httpx.Response) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    """(id, type, data) of each event of an open stream, as they arrive."""
-    assert response.status_code == 200, response.read()
-    assert response.headers["content-type"].startswith("text/event-stream")
-    parser = EventStreamParser()
-    for chunk in response.iter_bytes():
-        for event in parser.feed(chunk):
-            yield int(event.id), event.event, httpx.Response(200, content=event.data).json()
-
-
-def _stream(client: httpx.Client, url: str, last: int | None = None) -> list[int]:
-    """The ids of the whole stream after `last` (it ends at the job's final state)."""
-    headers = {} if last is None else {"Last-Event-ID": str(last)}
-    with client.stream("GET", f"{url}/events", headers=headers) as response:
-        return [event_id for event_id, _, _ in _events(response)]
-
-
-def test_a_report_is_accepted_then_followed_over_sse_to_its_result(
-    served: Served, worker: subprocess.Popen[bytes]
-) -> None:
-    with served.client("ann") as ann, served.client("bob") as bob:
-        accepted = ann.post(
-            "/reports", json={"rows": ROWS}, headers={"Idempotency-Key": str(uuid.uuid4())}
-        )
-        assert accepted.status_code == 202, accepted.text
-        url = accepted.headers["location"]
-        assert url.startswith(f"{served.url}/ustun/jobs/job_")
-        assert (accepted.headers["etag"], accepted.headers["retry-after"]) == ('"1"', "1")
-        job = accepted.json()
-        assert (job["object"], job["kind"], job["status"]) == ("job", "shop.report", "pending")
-
-        with ann.stream("GET", f"{url}/events") as response:
-            events = list(_events(response))
-        assert [event_id for event_id, _, _ in events] == list(range(1, len(events) + 1))
-        statuses = [data["status"] for _, _, data in events]
-        assert (statuses[0], statuses[1], statuses[-1]) == ("pending", "processing", "done")
-        assert [data["progress"] for _, _, data in events][2:] == [25, 50, 75, 100, 100]
-        final = events[-1][0]
-
-        done = ann.get(url)
-        assert done.status_code == 200, done.text
-        assert done.headers["etag"] == f'"{final}"'
-        assert "retry-after" not in done.headers
-        assert (done.json()["status"], done.json()["progress"]) == ("done", 100)
-        unchanged = ann.get(url, headers={"If-None-Match": done.headers["etag"]})
-        assert (unchanged.status_code, unchanged.content) == (304, b"")
-
-        result = ann.get(done.json()["result_url"])
-        assert result.status_code == 200
-        assert result.headers["content-type"].startswith("text/csv")
-        lines = result.text.splitlines()
-        assert (lines[0], lines[-1], len(lines)) == ("n,square", f"{ROWS},{ROWS * ROWS}", ROWS + 1)
-
-        # Resumed after the last event a client saw; 204 once it saw the final one.
-        assert _stream(ann, url, last=3) == list(range(4, final + 1))
-        assert ann.get(f"{url}/events", headers={"Last-Event-ID": str(final)}).status_code == 204
-        problem_of(ann.get(f"{url}/events", headers={"Last-Event-ID": "-1"}), 400, "bad-request")
-
-        # Another account's job does not exist for bob, nor does a job that is nobody's.
-        for path in (url, f"{url}/events", f"{url}/result"):
-            problem_of(bob.get(path), 404, "not-found")
-        problem_of(ann.get(f"{served.url}/ustun/jobs/job_nothing"), 404, "not-found")
-    assert httpx.get(url).status_code == 401
