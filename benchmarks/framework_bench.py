@@ -1,11 +1,11 @@
 """What the web framework benchmarks (django.py, frameworks.py) share.
 
-The load generator, run in a process of its own (`python framework_bench.py load URL SECONDS
-CONNECTIONS [keep-alive]`): asyncio clients POSTing `BODY`, each request with a fresh
-Idempotency-Key, one connection per request (as gunicorn's sync workers answer) or, with
-`keep-alive`, one persistent connection per client (as uvicorn answers). Then a server's start
-awaited, the CPU a load costs a server's processes and the database's PostgreSQL backends
-(Linux /proc), and py-spy profiles split by layer.
+The load generator, run in a process of its own that imports nothing heavy (`python
+framework_bench.py load URL SECONDS CONNECTIONS [keep-alive]`): asyncio clients POSTing `BODY`,
+each request with a fresh Idempotency-Key, one connection per request (as gunicorn's sync
+workers answer) or, with `keep-alive`, one persistent connection per client (as uvicorn
+answers). Then a server's start awaited, the CPU a load costs a server's processes and the
+database's PostgreSQL backends (Linux /proc), and py-spy profiles split by layer.
 """
 
 from __future__ import annotations
@@ -23,10 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
-
-import httpx
-
-from jobs import backend_cpu, processes_cpu
 
 BIN = Path(sys.executable).parent
 BODY = b'{"amount":1250,"currency":"EUR"}'
@@ -123,6 +119,8 @@ def load_command(url: str, seconds: float, connections: int, keep_alive: bool) -
 def wait_up(proc: subprocess.Popen[bytes], url: str, name: str, log: Path) -> None:
     """Until `url` answers a GET with 405 (up: POST only); `name` and its `log` if it exits or
     does not answer within STARTUP seconds."""
+    import httpx  # here: the load process starts without it
+
     deadline = time.monotonic() + STARTUP
     while True:
         if proc.poll() is not None:
@@ -168,6 +166,8 @@ def measure(
 ) -> Measure:
     """Load `url` for `seconds` and measure the CPU it cost the process tree of `master` and
     the PostgreSQL backends of `database` (None: SQLite, none)."""
+    from jobs import backend_cpu, processes_cpu  # here: the load process starts without ustun
+
     pids = process_tree(master)
     backends = asyncio.run(backend_cpu(database))
     cpu = processes_cpu(pids)

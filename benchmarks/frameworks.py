@@ -44,6 +44,7 @@ import asyncio
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -55,7 +56,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from framework_bench import BIN, mean, measure, py_spy, wait_up
+from framework_bench import BIN, mean, measure, process_tree, py_spy, wait_up
 from idempotency import _free_port
 from jobs import PG, drop_pg_database, fresh_pg_database
 
@@ -102,18 +103,35 @@ class Server:
     proc: subprocess.Popen[bytes]
     url: str
     database: str | None  # the PostgreSQL database, to find its backends
+    log: Path
     samples: list[Sample] = field(default_factory=list)
     answered: int = 0  # the 201s of its loads so far
+    workers: list[int] | None = None  # its workers, once it was asked to stop
 
     @property
     def keep_alive(self) -> bool:
         """uvicorn keeps connections alive; gunicorn's sync workers close each one."""
         return self.framework == "litestar"
 
+    def stop(self) -> None:
+        """Ask the server to stop (once): SIGINT, gunicorn's quick shutdown (on SIGTERM an idle
+        sync worker finishes its select() first) and uvicorn's usual one."""
+        if self.workers is None:
+            self.workers = process_tree(self.proc.pid)[1:]
+            self.proc.send_signal(signal.SIGINT)
+
     def close(self) -> None:
-        self.proc.terminate()
+        """Stop the server; its master is killed once its workers are gone (gunicorn's takes
+        seconds more to exit by itself)."""
+        self.stop()
+        workers = self.workers or []
+        deadline = time.monotonic() + 20
+        while any(Path(f"/proc/{pid}").exists() for pid in workers):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         try:
-            self.proc.wait(20)
+            self.proc.wait(2)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -151,6 +169,8 @@ def _command(framework: str, port: int, args: argparse.Namespace) -> list[str]:
         return [
             *(str(BIN / "gunicorn"), "flask_bench:app", "-b", f"127.0.0.1:{port}"),
             *("-w", str(args.gunicorn_workers), "--no-control-socket"),
+            # The app imported once, before the fork: a loaded machine starts it in seconds.
+            "--preload",
         ]
     return [
         *(str(BIN / "uvicorn"), "litestar_bench:app", "--host", "127.0.0.1", "--port", str(port)),
@@ -190,23 +210,28 @@ def serve(
     tmp: Path,
     cleanup: ExitStack,
 ) -> Server:
-    """`framework`'s server of `variant` on the database at `url`."""
+    """`framework`'s server of `variant` on the database at `url`, started (`up` waits for
+    it to answer)."""
     port = _free_port()
     if framework == "flask" and url.startswith("postgresql"):
         url = url.replace("postgresql://", "postgresql+psycopg://", 1)
     path = os.pathsep.join(filter(None, [str(APPS), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "BENCH_DATABASE_URL": url, "BENCH_VARIANT": variant}
-    name = f"{SERVERS[framework]} {framework} {backend} ({variant})"
     log = tmp / f"{framework}-{backend}-{variant}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
             _command(framework, port, args), cwd=APPS, env=env, stdout=out, stderr=out
         )
     endpoint = f"http://127.0.0.1:{port}/{variant}/payments"
-    server = Server(framework, variant, backend, proc, endpoint, database)
+    server = Server(framework, variant, backend, proc, endpoint, database, log)
     cleanup.callback(server.close)
-    wait_up(proc, endpoint, name, log)
     return server
+
+
+def up(server: Server) -> None:
+    """Until `server` answers."""
+    name = f"{SERVERS[server.framework]} {server.framework} {server.backend} ({server.variant})"
+    wait_up(server.proc, server.url, name, server.log)
 
 
 def load(server: Server, seconds: float, connections: int) -> Sample:
@@ -368,13 +393,20 @@ def bench(
     framework: str, backend: str, args: argparse.Namespace
 ) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:
     """`framework` on a fresh `backend` database: its summary, and its profiles if asked."""
+    began = time.monotonic()
     # Closing `cleanup` stops the servers, then drops the database (last in, first out).
     with tempfile.TemporaryDirectory(prefix="ustun-frameworks-") as name, ExitStack() as cleanup:
         tmp = Path(name)
         url, database = prepare(backend, tmp, cleanup)
+        # Started together: on a loaded machine each takes seconds to import its app.
         servers = {
             v: serve(framework, v, backend, url, database, args, tmp, cleanup) for v in VARIANTS
         }
+        # Stopped together too: each takes seconds to exit.
+        cleanup.callback(lambda: [server.stop() for server in servers.values()])
+        for server in servers.values():
+            up(server)
+        print(f"  {framework} {backend}: up in {time.monotonic() - began:.0f} s", file=sys.stderr)
         for server in servers.values():
             load(server, args.warmup, args.connections)
         for round_ in range(args.rounds):
@@ -390,7 +422,11 @@ def bench(
                 )
         check_rows(url, servers)
         profiles = {v: profile(s, args) for v, s in servers.items()} if args.profile else {}
-        return summary(servers), profiles
+        print(
+            f"  {framework} {backend}: loaded in {time.monotonic() - began:.0f} s", file=sys.stderr
+        )
+    print(f"  {framework} {backend}: stopped in {time.monotonic() - began:.0f} s", file=sys.stderr)
+    return summary(servers), profiles
 
 
 def main() -> None:
