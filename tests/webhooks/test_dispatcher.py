@@ -121,8 +121,15 @@ async def test_a_binary_error_body_is_recorded_and_retried(
 
 
 async def test_receiver_down_then_up_loses_nothing(
-    db: Database, account_id: str, make_endpoint: MakeEndpoint, dispatcher: Dispatcher
+    db: Database,
+    box: SecretBox,
+    config: DispatchConfig,
+    account_id: str,
+    make_endpoint: MakeEndpoint,
 ) -> None:
+    # Retries every 0.5 s for 15 s: on a loaded machine the receiver may come up seconds after
+    # the first failures, and the compressed SCHEDULE would have dead-lettered them by then.
+    patient = dataclasses.replace(config, retry_schedule=(0.5,) * 30)
     down = Receiver()
     await make_endpoint(down.url())
     sent = [await send(db, account_id, "payment.created", n=i) for i in range(20)]
@@ -131,15 +138,16 @@ async def test_receiver_down_then_up_loses_nothing(
         rows = [await delivery_of(db, e) for e in sent]
         return all(r.attempt_count >= 1 for r in rows)
 
-    await until(all_tried, what="every delivery to fail once")
-    await down.start()
-    try:
-        for event_id in sent:
-            await settled(db, event_id, "succeeded")
-        got = {json.loads(b)["id"] for b in down.bodies()}
-        assert got == set(sent)
-    finally:
-        await down.stop()
+    async with in_background(Dispatcher(db, box, patient)):
+        await until(all_tried, what="every delivery to fail once")
+        await down.start()
+        try:
+            for event_id in sent:
+                await settled(db, event_id, "succeeded")
+            got = {json.loads(b)["id"] for b in down.bodies()}
+            assert got == set(sent)
+        finally:
+            await down.stop()
 
 
 async def test_last_retry_failing_makes_it_dead(
