@@ -3,7 +3,8 @@
 `POST /faults/raise` writes a payment and its event, then raises; `POST /faults/5xx` writes
 them, then answers 503. `POST /faults/wait` writes them, creates `<SHOP_FAULTS>/entered`, and
 answers once `<SHOP_FAULTS>/release` exists (a test sends a duplicate, or kills the server, in
-between).
+between). `GET /faults/refused` takes a unit of work, and a dependency that refuses the caller
+(401) once the unit of work is open.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from litestar import Response, post
+from litestar import Response, get, post
+from litestar.di import Provide
+from litestar.exceptions import NotAuthorizedException
 
 from shop import PaymentIn, pay
 from ustun.store import UnitOfWork
@@ -44,4 +47,15 @@ async def wait(data: PaymentIn, uow: UnitOfWork, who: str) -> dict[str, Any]:
     return paid
 
 
-faults = [fail, unavailable, wait]
+async def refuse_later() -> None:
+    """Refuse the caller after a moment: the dependencies resolved beside it are open by then."""
+    await asyncio.sleep(0.05)
+    raise NotAuthorizedException()
+
+
+@get("/faults/refused", dependencies={"refusal": Provide(refuse_later)})
+async def refused(uow: UnitOfWork, refusal: None) -> None:
+    raise AssertionError("never called: its dependency refuses")
+
+
+faults = [fail, unavailable, wait, refused]

@@ -96,6 +96,18 @@ def test_a_5xx_answer_rolls_back(shop: Shop, served: Served) -> None:
     assert not _key_stored(shop, key)
 
 
+def test_a_refused_caller_leaves_no_unit_of_work_open(shop: Shop, served: Served) -> None:
+    # Litestar resolves `uow` beside a dependency that then refuses the caller (401), and
+    # leaves the one it had opened unclosed: the plugin rolls it back. Left open, each held its
+    # process's connection (on SQLite, its one writer) until the process's writes all waited.
+    # One client: its requests go over one connection, to one process.
+    with httpx.Client(base_url=served.url, auth=("ann", "ann-password"), timeout=10) as ann:
+        for _ in range(12):
+            assert ann.get("/faults/refused").status_code == 401
+        assert _pay(ann, str(uuid.uuid4()), 106).status_code == 201
+    assert _written(shop, 106) == (1, 1)
+
+
 def test_the_openapi_document_shows_the_header(served: Served) -> None:
     schema = httpx.get(f"{served.url}/schema/openapi.json").json()
     [header] = [

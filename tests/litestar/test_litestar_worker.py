@@ -131,6 +131,13 @@ def test_a_committed_payment_is_delivered_signed_and_a_raised_one_never(
             headers={"Idempotency-Key": str(uuid.uuid4())},
         )
         problem_of(refused, 422, "validation-error")
+        bad_type = {"url": receiver.url("/hooks"), "events": ["bad pattern"]}
+        refused = bob.post(
+            "/webhook-endpoints", json=bad_type, headers={"Idempotency-Key": str(uuid.uuid4())}
+        )
+        assert problem_of(refused, 422, "validation-error")["detail"].startswith(
+            "Invalid value in body.events"
+        )
 
         payment = {"amount": 301, "currency": "EUR"}
         failed = bob.post(

@@ -21,6 +21,7 @@ from ustun.store.accounts import account_id as named_account
 from ustun.store.plans import run
 from ustun.webhooks import endpoints
 from ustun.webhooks.adapters import plans as webhook_plans
+from ustun.webhooks.endpoint_body import endpoint_fields
 from ustun.webhooks.endpoints import NewEndpoint
 from ustun.webhooks.operations import checked_endpoint
 from ustun.webhooks.sending import outbox
@@ -61,13 +62,14 @@ async def register_endpoint(
     """Register `url` for `account`'s events of `event_types` (exact types, `payment.*`, `*`)
     in `uow`; its id and its signing secret (`whsec_…`), shown this once.
 
-    Checked as the service checks an endpoint: a refused URL (private addresses only with
-    `webhook_allow_private`) or option raises 422 `validation-error`, an account at
-    `max_endpoints` 429 `quota-exceeded`. The secret is sealed with the settings' secret key,
-    which the worker that delivers must share. Call it before the handler's first write: the
-    URL's host is looked up.
+    `options` are the service's endpoint fields (`description`, `rate_limit`, `max_in_flight`,
+    `ordering`, `signature`, `payload`). Checked as the service checks an endpoint: a refused
+    URL (private addresses only with `webhook_allow_private`), event type or option raises 422
+    `validation-error` naming the field, an account at `max_endpoints` 429 `quota-exceeded`.
+    The secret is sealed with the settings' secret key, which the worker that delivers must
+    share. Call it before the handler's first write: the URL's host is looked up.
     """
-    fields = {"url": url, "events": list(event_types), **options}
+    fields = endpoint_fields(url, event_types, options)
     values = await checked_endpoint(fields, allow_private=settings.webhook_allow_private)
     owner = await run(named_account(account), uow.conn)
     held = await run(webhook_plans.endpoints_held(owner), uow.conn)

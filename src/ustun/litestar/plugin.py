@@ -28,6 +28,7 @@ are given).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
 from typing import Any, cast
 
 from click import Group
@@ -41,7 +42,7 @@ from litestar.openapi.spec import OpenAPI, Operation, Parameter, Schema
 from litestar.openapi.spec.enums import OpenAPIType
 from litestar.plugins import CLIPluginProtocol, InitPluginProtocol
 from litestar.routes import HTTPRoute
-from starlette.types import Scope
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ustun.errors import ProblemError, UstunError
 from ustun.http.problem import MEDIA_TYPE, encode, problem
@@ -71,6 +72,38 @@ def handler_policy(scope: Scope) -> Policy | None:
     if policy is not None and policy not in POLICIES:
         raise ValueError(f"opt[{OPT!r}] must be one of {POLICIES}, not {policy!r}")
     return policy
+
+
+# Where a request's ASGI scope keeps the units of work its `uow` dependency opened.
+UNITS = "ustun.units"
+
+
+class _Abandoned(Exception):
+    """A unit of work Litestar left open: rolled back."""
+
+
+def _units_closed(app: ASGIApp) -> ASGIApp:
+    """`app` with the units of work a request leaves open rolled back once it returns.
+
+    Litestar leaves a dependency's generator unclosed when another dependency resolved beside
+    it raises (an authentication dependency's 401, say): its unit of work would hold its
+    connection, and on SQLite its process's one writer, until garbage collection, and every
+    write of the process after it would wait for them.
+    """
+
+    async def closing(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        opened: list[AsyncExitStack] = scope.setdefault(UNITS, [])
+        try:
+            await app(scope, receive, send)
+        finally:
+            for stack in opened:
+                abandoned = _Abandoned("the request ended with its unit of work open")
+                await stack.__aexit__(_Abandoned, abandoned, None)
+
+    return closing
 
 
 class UstunPlugin(InitPluginProtocol, CLIPluginProtocol):
@@ -119,6 +152,7 @@ class UstunPlugin(InitPluginProtocol, CLIPluginProtocol):
                 **self.options,
             )
         )
+        app_config.middleware.append(cast("Any", _units_closed))
         app_config.dependencies["uow"] = Provide(self._unit_of_work)
         app_config.dependencies["pre"] = Provide(preconditions, sync_to_thread=False)
         app_config.exception_handlers[UstunError] = self._problem
@@ -134,13 +168,22 @@ class UstunPlugin(InitPluginProtocol, CLIPluginProtocol):
     def on_cli_init(self, cli: Group) -> None:
         cli.add_command(commands)
 
-    async def _unit_of_work(self) -> AsyncIterator[UnitOfWork]:
-        """The held unit of work of a request the middleware holds, else one of its own.
-        Litestar resolves dependencies in tasks of their own and closes them in the request's:
-        a unit of work of its own is not made ambient, whose context variable could not be
-        reset there."""
-        async with self.database.unit_of_work(ambient=False) as uow:
+    async def _unit_of_work(self, request: Request[Any, Any, Any]) -> AsyncIterator[UnitOfWork]:
+        """The held unit of work of a request the middleware holds, else one of its own,
+        committed when Litestar closes the dependency after the handler, rolled back when it
+        throws the handler's exception in. Litestar resolves dependencies in tasks of their own
+        and closes them in the request's: a unit of work of its own is not made ambient (its
+        context variable could not be reset there). One that Litestar leaves open is closed by
+        `_units_closed`."""
+        stack = AsyncExitStack()
+        cast("Scope", request.scope).setdefault(UNITS, []).append(stack)
+        uow = await stack.enter_async_context(self.database.unit_of_work(ambient=False))
+        try:
             yield uow
+        except BaseException as exc:
+            await stack.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        await stack.aclose()
 
     async def _started(self, app: Litestar) -> None:
         """Check the record table (a missing one stops the app with its one line), document
