@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import make_url
 
-from ustun import clock, instrumentation
+from ustun import clock
 from ustun.defaults import (
     DEFAULT_IDEMPOTENCY_LEASE,
     DEFAULT_IDEMPOTENCY_MAX_BODY,
@@ -46,6 +46,7 @@ from ustun.idempotency.decision import (
     Keep,
     Refuse,
     Replay,
+    count,
     keep_plain,
     key_of,
     not_claimed,
@@ -240,7 +241,7 @@ class IdempotencyMiddleware:
             self._after_run(request, complete)
         else:
             self._after_run(request, lambda: self.store.release(request.scope, request.key, token))
-        _count("executed")
+        count("executed")
         start_response(_status_line(status), headers)
         return chunks
 
@@ -283,7 +284,7 @@ class IdempotencyMiddleware:
             response = decision.response
             body = opened(response, self.sealer, scope=request.scope, key=request.key)
             if body is not None:
-                _count("replayed")
+                count("replayed")
                 headers = [
                     *response.headers,
                     ("Content-Length", str(len(body))),
@@ -297,7 +298,7 @@ class IdempotencyMiddleware:
     def _refuse(self, refusal: Refuse, start_response: StartResponse) -> Iterable[bytes]:
         """The refusal's problem+json, its outcome counted."""
         if refusal.outcome is not None:
-            _count(refusal.outcome)
+            count(refusal.outcome)
         document = problem(
             refusal.slug, refusal.detail, base=self.problem_base, **dict(refusal.extensions)
         )
@@ -377,7 +378,3 @@ def _engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         return create_engine(parsed, connect_args={"timeout": 30})
     return create_engine(parsed)
-
-
-def _count(outcome: str) -> None:
-    instrumentation.emit("idempotency", outcome=outcome)

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from ustun import instrumentation
 from ustun.errors import InvalidIdempotencyKey
 from ustun.http.fingerprint import matches
 from ustun.http.idempotency_key import parse_idempotency_key
@@ -221,3 +222,9 @@ def keep_transactional(status: int) -> Keep:
     if storable(status) and status < 500:
         return Keep.STORE
     return Keep.RELEASE
+
+
+def count(outcome: str) -> None:
+    """Report an outcome (executed, replayed, in-progress, reused, over-quota) to
+    instrumentation hooks: the one name every idempotency front end counts under."""
+    instrumentation.emit("idempotency", outcome=outcome)

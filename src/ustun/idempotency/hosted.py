@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Generic, TypeVar
 
-from ustun import clock, instrumentation
+from ustun import clock
 from ustun.defaults import DEFAULT_IDEMPOTENCY_MAX_BODY, DEFAULT_IDEMPOTENCY_TTL
 from ustun.http.fingerprint import fingerprint
 from ustun.idempotency.decision import (
@@ -26,6 +26,7 @@ from ustun.idempotency.decision import (
     Replay,
     Request,
     Run,
+    count,
     found,
     keep_transactional,
     on_lookup,
@@ -153,7 +154,7 @@ class HostedKeys:
             if record is None:
                 raise
             return self._answer(found(record, request, clock.now()), request)
-        _count("executed")
+        count("executed")
         return response
 
     def _after_rollback(
@@ -186,11 +187,11 @@ class HostedKeys:
             response = decision.response
             body = opened(response, self.sealer, scope=request.scope, key=request.key)
             if body is not None:
-                _count("replayed")
+                count("replayed")
                 return Replayed(response, body)
             decision = unavailable(response, sealer=self.sealer is not None, max_body=self.max_body)
         if decision.outcome is not None:
-            _count(decision.outcome)
+            count(decision.outcome)
         return decision
 
     def _over_quota(self, conn: DbapiConnection, scope: str) -> OverQuota:
@@ -199,7 +200,3 @@ class HostedKeys:
             raise RuntimeError("a scope can be full only under a quota")
         wait = run_sync(come_back_at(scope), conn) - clock.now()
         return OverQuota(self.max_bytes, wait / timedelta(seconds=1))
-
-
-def _count(outcome: str) -> None:
-    instrumentation.emit("idempotency", outcome=outcome)

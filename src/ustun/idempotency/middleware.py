@@ -31,7 +31,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ustun import clock, instrumentation
+from ustun import clock
 from ustun.defaults import (
     DEFAULT_IDEMPOTENCY_LEASE,
     DEFAULT_IDEMPOTENCY_MAX_BODY,
@@ -49,6 +49,7 @@ from ustun.idempotency.decision import (
     Replay,
     Request,
     Run,
+    count,
     found,
     keep_plain,
     keep_transactional,
@@ -340,7 +341,7 @@ class IdempotencyMiddleware:
                 log.warning("key %r: lease lost before the response was stored", req.key)
         else:
             await self.store.release(req.scope, req.key, claim.lease_token)
-        _count("executed")
+        count("executed")
         await capture.forward(send)
 
     async def _unkeyed(
@@ -415,7 +416,7 @@ class IdempotencyMiddleware:
             if claim is not None:
                 await tx.release(req.scope, req.key, claim.lease_token)
             raise
-        _count("executed")
+        count("executed")
         await capture.forward(send)
 
     def _completion(
@@ -480,7 +481,7 @@ class IdempotencyMiddleware:
             response = decision.response
             body = opened(response, self.sealer, scope=req.scope, key=req.key)
             if body is not None:
-                _count("replayed")
+                count("replayed")
                 await _replay(response, body, send)
                 return
             decision = unavailable(response, sealer=self.sealer is not None, max_body=self.max_body)
@@ -489,7 +490,7 @@ class IdempotencyMiddleware:
     async def _refuse(self, refusal: Refuse, scope: Scope, send: Send) -> None:
         """The refusal's problem, its outcome counted."""
         if refusal.outcome is not None:
-            _count(refusal.outcome)
+            count(refusal.outcome)
         await self._problem(
             scope,
             send,
@@ -523,12 +524,6 @@ class IdempotencyMiddleware:
         raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
         await send({"type": "http.response.start", "status": document["status"], "headers": raw})
         await send({"type": "http.response.body", "body": body})
-
-
-def _count(outcome: str) -> None:
-    """Report an outcome (executed, replayed, in-progress, reused, over-quota) to
-    instrumentation hooks."""
-    instrumentation.emit("idempotency", outcome=outcome)
 
 
 async def _replay(response: StoredResponse, body: bytes, send: Send) -> None:
