@@ -42,11 +42,12 @@ from ustun.http.signature import headers as signed_headers
 from ustun.store import Database, UnitOfWork
 from ustun.webhooks import endpoints as endpoint_ops
 from ustun.webhooks.adapters import for_database
-from ustun.webhooks.brokers import BrokerOutcome, Brokers
+from ustun.webhooks.brokers import Brokers
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.sending import message, transport
 from ustun.webhooks.sending.pacing import Pacer
 from ustun.webhooks.sending.schedule import RETRY_AFTER_STATUSES, retry_delay
+from ustun.webhooks.sending.verdict import ABORTED_BY_RECEIVER, Verdict, verdict
 from ustun.webhooks.sending.wakeup import doorbell
 from ustun.webhooks.states import Change, transition
 from ustun.webhooks.store import Attempt, Claim, Settlement
@@ -344,6 +345,8 @@ class Dispatcher:
             change = Change.GIVE_UP
         else:
             attempts_made += 1
+            judged = verdict(outcome)
+            aborted = judged is Verdict.ABORTED
             batch.attempts.append(
                 Attempt(
                     ids.new_id("att"),
@@ -351,18 +354,20 @@ class Dispatcher:
                     result.attempted_at,
                     outcome.status,
                     round(outcome.latency_ms, 3),
-                    outcome.error,
+                    ABORTED_BY_RECEIVER if aborted else outcome.error,
                     outcome.response,
                 )
             )
-            if outcome.ok:
+            if judged is Verdict.SUCCEEDED:
                 change = Change.SUCCEED
                 batch.healthy.add(result.endpoint_id)
-            elif outcome.status == 410:
+            elif judged is Verdict.GONE:
                 change = Change.GIVE_UP
                 batch.gone.add(result.endpoint_id)
-            elif isinstance(outcome, BrokerOutcome) and outcome.permanent:
-                change = Change.GIVE_UP  # a message the broker can never take
+            elif judged in (Verdict.ABORTED, Verdict.REFUSED):
+                # The receiver asked for no retry (its endpoint stays enabled, no failing streak
+                # starts), or the broker can never take the message.
+                change = Change.GIVE_UP
             else:
                 batch.failing.add(result.endpoint_id)
                 retry_after = (

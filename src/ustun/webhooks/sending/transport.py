@@ -40,6 +40,8 @@ def guarded_socket(addr_info: aiohttp.AddrInfoType) -> socket.socket:
 
 
 TIMED_OUT = "timed out"
+# The answer header a receiver stops a delivery's retries with (`verdict` reads its value).
+DELIVERY_HEADER = "webhook-delivery"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -58,6 +60,8 @@ class Outcome:
     error: str | None = None
     response: str | None = None
     retry_after: str | None = None
+    # The answer's `Webhook-Delivery` header (repeats joined by commas): see `verdict`.
+    delivery: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -127,6 +131,7 @@ async def post(
                 elapsed(),
                 response=excerpt,
                 retry_after=response.headers.get("retry-after"),
+                delivery=",".join(response.headers.getall(DELIVERY_HEADER, [])) or None,
             )
     except TimeoutError:
         return Outcome(None, elapsed(), error=TIMED_OUT)
