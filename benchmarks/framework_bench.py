@@ -216,16 +216,19 @@ def py_spy(
     layers: Layers,
     *,
     keep_alive: bool,
+    gil: bool = True,
 ) -> dict[str, float]:
-    """One more load of `url` while py-spy samples the process tree of `master` when it holds
-    the GIL, into `out`: CPU µs per request of each layer's Python (and of "other")."""
+    """One more load of `url` while py-spy samples the process tree of `master` into `out`:
+    µs per request of each layer (and of "other"). `gil`: only the threads holding the GIL
+    (Python's own CPU), else every thread not idle (the C code that releases the GIL too)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     command = load_command(url, seconds + 2, connections, keep_alive)
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as load:
         time.sleep(1)  # the steady state, not the start
         subprocess.run(
             [
-                *(str(BIN / "py-spy"), "record", "--nonblocking", "--subprocesses", "--gil"),
+                *(str(BIN / "py-spy"), "record", "--nonblocking", "--subprocesses"),
+                *(["--gil"] if gil else []),
                 *("--pid", str(master), "--duration", str(int(seconds))),
                 *("--rate", str(PROFILE_RATE), "--format", "raw", "--output", str(out)),
             ],

@@ -41,14 +41,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
 import platform
+import pstats
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -56,7 +61,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from framework_bench import BIN, mean, measure, process_tree, py_spy, wait_up
+from framework_bench import BIN, BODY, mean, measure, process_tree, py_spy, wait_up
 from idempotency import _free_port
 from jobs import PG, drop_pg_database, fresh_pg_database
 
@@ -291,6 +296,7 @@ def profile(server: Server, args: argparse.Namespace) -> dict[str, float]:
         out,
         LAYERS,
         keep_alive=server.keep_alive,
+        gil=False,
     )
     measured, sampled = mean([s.server_us for s in server.samples]), sum(layers.values())
     if sampled > measured:
@@ -315,6 +321,194 @@ def print_profiles(profiles: dict[str, dict[str, dict[str, dict[str, float]]]]) 
                 print(f"| {name} | {cells} | {extra:+,.0f} |")
             cells = " | ".join(f"{split[SAMPLED]:.2f}" for split in variants.values())
             print(f"| {SAMPLED} | {cells} | |")
+
+
+# --- in process: the app's own CPU, without server or HTTP ---------------------------------
+
+C_CODE = "C functions (drivers, hashing, JSON, …)"
+THREADS = "other threads (aiosqlite's: SQLite itself)"
+
+
+def _layer_of(filename: str) -> str:
+    if filename == "~":
+        return C_CODE
+    return next((name for name, parts in LAYERS if any(p in filename for p in parts)), "other")
+
+
+def _flask_calls(variant: str, requests: int) -> tuple[Callable[[], None], Callable[[], None]]:
+    """The Flask app's WSGI callable on `requests` prepared requests: (one call, the end)."""
+    from flask_bench import app
+    from werkzeug.test import EnvironBuilder
+
+    environs = iter(
+        [
+            EnvironBuilder(
+                path=f"/{variant}/payments",
+                method="POST",
+                data=BODY,
+                headers=[("Idempotency-Key", uuid.uuid4().hex)],
+                content_type="application/json",
+            ).get_environ()
+            for _ in range(requests)
+        ]
+    )
+
+    def start_response(status: str, headers: Any, *_: Any) -> Callable[[bytes], object]:
+        if not status.startswith("201"):
+            raise SystemExit(f"flask ({variant}) answered {status}")
+        return lambda _: None
+
+    def call() -> None:
+        for _ in app(next(environs), start_response):
+            pass
+
+    return call, lambda: None
+
+
+def _litestar_calls(variant: str) -> tuple[Callable[[], None], Callable[[], None]]:
+    """The Litestar app as uvicorn calls it, in a running event loop, after its startup."""
+    from litestar_bench import app
+
+    loop = asyncio.new_event_loop()
+    lifespan: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def start() -> asyncio.Task[None]:
+        """The app's lifespan as uvicorn runs it: a task of its own, until shutdown."""
+        started = loop.create_future()
+
+        async def told(message: dict[str, Any]) -> None:
+            if message["type"] == "lifespan.startup.complete":
+                started.set_result(None)
+            elif message["type"] == "lifespan.startup.failed":
+                started.set_exception(SystemExit(message.get("message", "startup failed")))
+
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+        task = loop.create_task(app(scope, lifespan.get, told))  # type: ignore[arg-type]
+        await lifespan.put({"type": "lifespan.startup"})
+        await started
+        return task
+
+    running = loop.run_until_complete(start())
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(BODY))]
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": BODY, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start" and message["status"] != 201:
+            raise SystemExit(f"litestar ({variant}) answered {message['status']}")
+
+    def call() -> None:
+        key = (b"idempotency-key", uuid.uuid4().hex.encode())
+        scope = {
+            **{"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1"},
+            **{"method": "POST", "scheme": "http", "path": f"/{variant}/payments"},
+            **{"raw_path": f"/{variant}/payments".encode(), "query_string": b""},
+            **{"root_path": "", "headers": [*headers, key], "state": {}},
+            **{"client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)},
+        }
+        loop.run_until_complete(app(scope, receive, send))  # type: ignore[arg-type]
+
+    def end() -> None:
+        lifespan.put_nowait({"type": "lifespan.shutdown"})
+        loop.run_until_complete(running)
+        loop.close()
+
+    return call, end
+
+
+def cpu_main(framework: str, variant: str, requests: int) -> None:
+    """One variant's app in this process (its env set by the caller): the CPU µs per request
+    of `requests` calls one after the other (all threads', and this thread's), then the shares
+    of this thread's layers under cProfile (its own time per function, by file)."""
+    warm = 50
+    if framework == "flask":
+        call, end = _flask_calls(variant, warm + 2 * requests)
+    else:
+        call, end = _litestar_calls(variant)
+    for _ in range(warm):
+        call()
+    began, began_here = time.process_time(), time.thread_time()
+    for _ in range(requests):
+        call()
+    us = (time.process_time() - began) / requests * 1e6
+    here = (time.thread_time() - began_here) / requests * 1e6
+    profiler = cProfile.Profile(time.thread_time)  # CPU, not the waits for the database
+    profiler.enable()
+    for _ in range(requests):
+        call()
+    profiler.disable()
+    end()
+    layers: Counter[str] = Counter()
+    stats: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    for (filename, _, _), (_, _, own, _, _) in stats.items():
+        layers[_layer_of(filename)] += own
+    total = sum(layers.values())
+    shares = {name: seconds / total for name, seconds in layers.items()}
+    print(json.dumps({"us": us, "main_thread_us": here, "shares": shares}))
+
+
+def in_process(framework: str, url: str, requests: int, rounds: int) -> dict[str, dict[str, Any]]:
+    """Each variant's `cpu_main` in a process of its own, on the database at `url`, in
+    interleaved rounds; per variant the means of its rounds."""
+    if framework == "flask" and url.startswith("postgresql"):
+        url = url.replace("postgresql://", "postgresql+psycopg://", 1)
+    path = os.pathsep.join(filter(None, [str(APPS), os.environ.get("PYTHONPATH")]))
+    found: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
+    for _ in range(rounds):
+        for variant in VARIANTS:
+            env = {**os.environ, "PYTHONPATH": path, "BENCH_DATABASE_URL": url}
+            env["BENCH_VARIANT"] = variant
+            done = subprocess.run(
+                [sys.executable, __file__, "cpu", framework, variant, str(requests)],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"{framework} ({variant}) in process failed:\n{done.stderr}")
+            found[variant].append(json.loads(done.stdout))
+    return {
+        v: {
+            "us": mean([r["us"] for r in runs]),
+            "main_thread_us": mean([r["main_thread_us"] for r in runs]),
+            "rounds": [r["us"] for r in runs],
+            "shares": {
+                name: mean([r["shares"].get(name, 0.0) for r in runs])
+                for name in {name for r in runs for name in r["shares"]}
+            },
+        }
+        for v, runs in found.items()
+    }
+
+
+def print_in_process(found: dict[str, dict[str, dict[str, dict[str, Any]]]]) -> None:
+    names = [*(name for name, _ in LAYERS), C_CODE, "other", THREADS]
+    for backend, frameworks in found.items():
+        for framework, variants in frameworks.items():
+            print(
+                f"\n{framework}, {backend}, in process (no server, one request at a time):"
+                " CPU µs/req; the main thread's split by cProfile's own time per layer\n"
+            )
+            print("| layer | (a) | (b) | (c) | (c) - (b) |")
+            print("|---|---:|---:|---:|---:|")
+            split = {
+                v: {
+                    **{n: row["main_thread_us"] * row["shares"].get(n, 0.0) for n in names},
+                    THREADS: row["us"] - row["main_thread_us"],
+                }
+                for v, row in variants.items()
+            }
+            for name in names:
+                cells = " | ".join(f"{split[v][name]:,.0f}" for v in VARIANTS)
+                print(f"| {name} | {cells} | {split['c'][name] - split['b'][name]:+,.0f} |")
+            cells = " | ".join(f"**{variants[v]['us']:,.0f}**" for v in VARIANTS)
+            extra = variants["c"]["us"] - variants["b"]["us"]
+            print(f"| all (mean of the rounds) | {cells} | **{extra:+,.0f}** |")
+            cells = " | ".join(
+                " / ".join(f"{us:,.0f}" for us in variants[v]["rounds"]) for v in VARIANTS
+            )
+            print(f"| all, per round | {cells} | |")
 
 
 # --- the report ------------------------------------------------------------------------------
@@ -391,8 +585,9 @@ def report(results: dict[str, dict[str, dict[str, Any]]], args: argparse.Namespa
 
 def bench(
     framework: str, backend: str, args: argparse.Namespace
-) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:
-    """`framework` on a fresh `backend` database: its summary, and its profiles if asked."""
+) -> tuple[dict[str, Any], dict[str, dict[str, float]], dict[str, dict[str, Any]]]:
+    """`framework` on a fresh `backend` database: its summary, and its profiles and in-process
+    measures if asked."""
     began = time.monotonic()
     # Closing `cleanup` stops the servers, then drops the database (last in, first out).
     with tempfile.TemporaryDirectory(prefix="ustun-frameworks-") as name, ExitStack() as cleanup:
@@ -403,7 +598,8 @@ def bench(
             v: serve(framework, v, backend, url, database, args, tmp, cleanup) for v in VARIANTS
         }
         # Stopped together too: each takes seconds to exit.
-        cleanup.callback(lambda: [server.stop() for server in servers.values()])
+        for server in servers.values():
+            cleanup.callback(server.stop)
         for server in servers.values():
             up(server)
         print(f"  {framework} {backend}: up in {time.monotonic() - began:.0f} s", file=sys.stderr)
@@ -422,11 +618,12 @@ def bench(
                 )
         check_rows(url, servers)
         profiles = {v: profile(s, args) for v, s in servers.items()} if args.profile else {}
+        alone = in_process(framework, url, args.in_process, args.rounds) if args.in_process else {}
         print(
             f"  {framework} {backend}: loaded in {time.monotonic() - began:.0f} s", file=sys.stderr
         )
     print(f"  {framework} {backend}: stopped in {time.monotonic() - began:.0f} s", file=sys.stderr)
-    return summary(servers), profiles
+    return summary(servers), profiles, alone
 
 
 def main() -> None:
@@ -441,23 +638,36 @@ def main() -> None:
     parser.add_argument("--uvicorn-workers", type=int, default=2)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--profile", metavar="DIR", help="py-spy each variant into DIR")
+    parser.add_argument(
+        "--in-process",
+        type=int,
+        metavar="N",
+        help="also call each variant's app in a process of its own, N requests per round",
+    )
     args = parser.parse_args()
     backends = ["postgresql", "sqlite"] if args.backend == "both" else [args.backend]
     frameworks = list(FRAMEWORKS) if args.framework == "both" else [args.framework]
     results: dict[str, dict[str, dict[str, Any]]] = {}
     profiles: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    in_processes: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     for backend in backends:
         for framework in frameworks:
-            result, profiled = bench(framework, backend, args)
+            result, profiled, alone = bench(framework, backend, args)
             results.setdefault(backend, {})[framework] = result
             if profiled:
                 profiles.setdefault(backend, {})[framework] = profiled
+            if alone:
+                in_processes.setdefault(backend, {})[framework] = alone
     if args.json:
         print(json.dumps(results, indent=2))
     else:
         report(results, args)
         print_profiles(profiles)
+        print_in_process(in_processes)
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["cpu"]:
+        cpu_main(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        main()
