@@ -162,6 +162,19 @@ def _webhook(event: EventType) -> dict[str, Any]:
             "responses": {
                 "200": {"description": "Any 2xx within the timeout acknowledges the event."},
                 "410": {"description": "Gone: the endpoint is disabled at once."},
+                "default": {
+                    "description": (
+                        "Any other answer, or none within the timeout, is retried on the "
+                        "schedule; with `Webhook-Delivery: abort-message` this delivery is "
+                        "dead-lettered at once instead (the endpoint stays enabled)."
+                    ),
+                    "headers": {
+                        "Webhook-Delivery": {
+                            "description": "`abort-message`: do not retry this delivery.",
+                            "schema": {"type": "string", "enum": ["abort-message"]},
+                        }
+                    },
+                },
             },
         }
     }
