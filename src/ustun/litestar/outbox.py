@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ustun.defaults import DEFAULT_MAX_PENDING_JOBS
 from ustun.jobs.adapters import plans as job_plans
 from ustun.jobs.queue import new_job, quota_exceeded
 from ustun.jobs.records import Job
@@ -41,10 +42,11 @@ async def enqueue(
     payload: dict[str, Any] | None = None,
     *,
     account: str,
-    max_pending: int | None = None,
+    max_pending: int | None = DEFAULT_MAX_PENDING_JOBS,
 ) -> Job:
-    """Add a pending job of `kind` for `account` in `uow`; with `max_pending`, 429
-    `quota-exceeded` (a `ProblemError`) when the account has that many pending already."""
+    """Add a pending job of `kind` for `account` in `uow`; 429 `quota-exceeded` (a
+    `ProblemError`) when the account has `max_pending` pending already (by default
+    `USTUN_MAX_PENDING_JOBS`'s default, as Django's and Flask's `enqueue`; None: no cap)."""
     job = new_job(kind, payload, account_id=await run(named_account(account), uow.conn))
     if not await run(job_plans.enqueue(job, max_pending=max_pending), uow.conn):
         raise quota_exceeded(max_pending or 0)
