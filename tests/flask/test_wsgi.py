@@ -8,12 +8,19 @@ import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
+from werkzeug.test import Client
 
 from example_shops import Served
 from flask_support import Shop, rows
+from support import free_port
+from ustun.wsgi import IdempotencyMiddleware
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 pytestmark = pytest.mark.e2e
 
@@ -82,3 +89,22 @@ def test_a_raise_or_a_5xx_releases_the_key(shop: Shop, wsgi: Served) -> None:
         assert again.status_code == status
         assert "idempotent-replayed" not in again.headers
         assert not rows(shop, "SELECT key FROM idempotency_records WHERE key = ?", key)
+
+
+def test_postgresql_out_of_reach_is_503_and_nothing_runs() -> None:
+    """psycopg's refused connection (no SQLSTATE) is an outage, as asyncpg's is for the service."""
+    ran: list[bool] = []
+
+    def app(environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
+        ran.append(True)
+        start_response("201 Created", [("Content-Type", "application/json")])
+        return [b"{}"]
+
+    down = IdempotencyMiddleware(app, f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere")
+    answer = Client(down).post("/orders", json={"amount": 1}, headers={"Idempotency-Key": "k"})
+    assert answer.status_code == 503
+    assert answer.content_type == "application/problem+json"
+    assert answer.json is not None
+    assert answer.json["type"] == "/problems/database-unavailable"
+    assert answer.headers["Retry-After"] == "2"
+    assert ran == []

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import asyncpg
+import psycopg
 import pytest
 from sqlalchemy import insert, text
 from sqlalchemy.exc import DBAPIError
 
-from support import free_port
+from support import PG_SERVER, free_port
 from ustun import clock
 from ustun.store import Database
 from ustun.store.migrate import upgrade
@@ -63,3 +64,22 @@ def test_what_counts_as_an_outage() -> None:
     assert found.kind == "unavailable"
     assert (found := outage(ConnectionRefusedError(111, "refused"))) is not None
     assert found.kind == "unavailable"
+
+
+def test_psycopg_errors_say_the_same() -> None:
+    """The synchronous hosts' driver (the WSGI middleware, Flask, Django): a refused connection,
+    a statement timeout, and a plain SQL error that is no outage."""
+    with pytest.raises(psycopg.OperationalError) as refused:
+        psycopg.connect(f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere")
+    assert (found := outage(refused.value)) is not None
+    assert found.kind == "unavailable"
+    with psycopg.connect(PG_SERVER) as conn:
+        conn.execute("SET statement_timeout = 10")
+        with pytest.raises(psycopg.errors.QueryCanceled) as slow:
+            conn.execute("SELECT pg_sleep(1)")
+        assert (found := outage(slow.value)) is not None
+        assert found.kind == "busy"
+        conn.rollback()
+        with pytest.raises(psycopg.errors.UndefinedTable) as wrong:
+            conn.execute("SELECT * FROM no_such_table")
+        assert outage(wrong.value) is None

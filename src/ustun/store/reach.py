@@ -11,6 +11,7 @@ import errno
 import os
 import socket
 import sqlite3
+import sys
 from typing import Literal, NamedTuple
 
 import asyncpg
@@ -155,6 +156,13 @@ def _outage_of(exc: BaseException) -> Outage | None:
         return _PG_STATES.get(state) or _PG_STATES.get(state[:2])
     if isinstance(exc, asyncpg.InterfaceError):
         return _UNAVAILABLE if any(s in str(exc) for s in _CLOSED_CONNECTION) else None
+    psycopg = sys.modules.get("psycopg")  # not imported: not one of its errors
+    if psycopg is not None and isinstance(exc, psycopg.Error):
+        state = exc.sqlstate or ""
+        found = _PG_STATES.get(state) or _PG_STATES.get(state[:2])
+        # psycopg gives a refused or lost connection no SQLSTATE, only its class.
+        closed = not state and isinstance(exc, psycopg.OperationalError)
+        return _UNAVAILABLE if closed else found
     if isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)
         return None if code is None else _SQLITE_CODES.get(code & 0xFF)
