@@ -1,10 +1,11 @@
-"""What the example shops' tests share (tests/django, tests/flask): the shop's processes, each
-started in the example's folder in a session of its own, and the race of duplicate payments
-with its check."""
+"""What the example shops' tests share (tests/django, tests/flask, tests/litestar): the shop's
+processes, each started in the example's folder in a session of its own, the race of duplicate
+payments with its check, and the README's blocks with the check of each commented request."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,9 @@ import httpx
 BIN = Path(sys.executable).parent
 SECRET_KEY = "test-shop-secret-key-of-at-least-32-characters"
 USERS = {"ann": "ann-password", "bob": "bob-password"}
+# A README's shell blocks, and a request line's `# <status> [header: value | body text]`.
+SH = re.compile(r"^```sh\n(.*?)^```$", re.M | re.S)
+EXPECTED = re.compile(r"^(?P<command>.*?)  # (?P<status>\d{3})(?: (?P<shown>.+))?$")
 
 
 class Processes:
@@ -109,3 +113,30 @@ def executed_once(answers: list[httpx.Response]) -> httpx.Response:
         else:
             assert answer.content == fresh[0].content
     return fresh[0]
+
+
+def readme_blocks(readme: Path) -> tuple[str, str, list[str]]:
+    """An example README's shell blocks: set-up, serving, and the request lines of the rest."""
+    setup, serve, *requests = SH.findall(readme.read_text())
+    return setup, serve, [line for block in requests for line in block.splitlines()]
+
+
+def answers_as_commented(line: str, address: str, logs: Callable[[], str]) -> None:
+    """Run a README request line's curl against `address` (for the README's `localhost:8000`)
+    and check its answer against the line's comment: the status, then a header the answer
+    carries (`name: value`) or a text of its body (any other text, or a quoted one)."""
+    expected = EXPECTED.match(line)
+    assert expected is not None, f"no `# <status>` comment: {line}"
+    command = expected["command"].replace("localhost:8000", address)
+    done = subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, timeout=60, check=True
+    )
+    head, _, body = done.stdout.replace("\r\n", "\n").partition("\n\n")
+    status = head.split("\n", 1)[0].split()[1]
+    assert status == expected["status"], f"{line}\n{done.stdout}\n{logs()}"
+    shown = expected["shown"]
+    if shown is not None and ": " in shown and not shown.startswith('"'):
+        name, value = shown.split(": ", 1)
+        assert f"\n{name.lower()}: {value}" in head.lower(), f"{line}\n{done.stdout}"
+    elif shown is not None:
+        assert shown in body, f"{line}\n{done.stdout}\n{logs()}"

@@ -6,25 +6,22 @@ a header the answer carries or a text of its body."""
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import subprocess
 from collections.abc import Iterator
 
 import pytest
 
-from example_shops import BIN, SECRET_KEY
+from example_shops import BIN, SECRET_KEY, answers_as_commented, readme_blocks
 from flask_support import EXAMPLE, Shop
 from support import free_port
 
 pytestmark = pytest.mark.e2e
 
 README = EXAMPLE / "README.md"
-SH = re.compile(r"^```sh\n(.*?)^```$", re.M | re.S)
-SETUP, SERVE, *REQUESTS = SH.findall(README.read_text())
+SETUP, SERVE, REQUESTS = readme_blocks(README)
 README_DATABASE = "$PWD/shop.sqlite3"
 README_ADDRESS = "127.0.0.1:8000"
-EXPECTED = re.compile(r"^(?P<command>.*?)  # (?P<status>\d{3})(?: (?P<shown>.+))?$")
 
 
 @pytest.fixture(scope="module")
@@ -58,21 +55,6 @@ def test_the_serving_block_is_gunicorn_and_the_worker() -> None:
 
 def test_every_request_answers_as_its_comment_says(readme_shop: tuple[Shop, str]) -> None:
     shop, address = readme_shop
-    lines = [line for block in REQUESTS for line in block.splitlines()]
-    assert lines
-    for line in lines:
-        expected = EXPECTED.match(line)
-        assert expected is not None, f"no `# <status>` comment: {line}"
-        command = expected["command"].replace("localhost:8000", address)
-        done = subprocess.run(
-            ["bash", "-c", command], capture_output=True, text=True, timeout=30, check=True
-        )
-        head, _, body = done.stdout.replace("\r\n", "\n").partition("\n\n")
-        status = head.split("\n", 1)[0].split()[1]
-        assert status == expected["status"], f"{line}\n{done.stdout}\n{shop.logs()}"
-        shown = expected["shown"]
-        if shown is not None and ": " in shown:
-            name, value = shown.split(": ", 1)
-            assert f"\n{name.lower()}: {value}" in head.lower(), f"{line}\n{done.stdout}"
-        elif shown is not None:
-            assert shown in body, f"{line}\n{done.stdout}"
+    assert REQUESTS
+    for line in REQUESTS:
+        answers_as_commented(line, address, shop.logs)
