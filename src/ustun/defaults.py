@@ -72,6 +72,10 @@ DEFAULT_JOB_CONCURRENCY = 4
 DEFAULT_JOB_PROCESSES = 1
 # How often finished jobs past their retention are deleted.
 DEFAULT_JOB_SWEEP_INTERVAL = 60.0
+# Days an event's payload and its attempts' response bodies are kept, and how often (seconds)
+# the sweeper expunges those past it (`ustun.webhooks.retention`).
+DEFAULT_WEBHOOK_PAYLOAD_RETENTION = 30.0
+DEFAULT_WEBHOOK_SWEEP_INTERVAL = 60.0
 # How often an open job event stream reads the jobs' events.
 DEFAULT_JOB_WATCH_INTERVAL = 0.25
 

@@ -42,6 +42,7 @@ from ustun.defaults import (
     DEFAULT_STATEMENT_TIMEOUT,
     DEFAULT_TEST_PINGS_PER_MINUTE,
     DEFAULT_WEBHOOK_LEASE,
+    DEFAULT_WEBHOOK_PAYLOAD_RETENTION,
     DEFAULT_WEBHOOK_RETRY_SCHEDULE,
     DEFAULT_WEBHOOK_TIMEOUT,
 )
@@ -78,6 +79,10 @@ class Settings(BaseSettings):
     webhook_timeout: float = Field(default=DEFAULT_WEBHOOK_TIMEOUT, gt=0)
     webhook_allow_private: bool = False
     webhook_lease: float = Field(default=DEFAULT_WEBHOOK_LEASE, gt=0)
+    # Days an event's payload and its attempts' response bodies are kept (`webhooks.retention`).
+    webhook_payload_retention: float = Field(
+        default=DEFAULT_WEBHOOK_PAYLOAD_RETENTION, gt=0, allow_inf_nan=False
+    )
     max_endpoints: int = Field(default=DEFAULT_MAX_ENDPOINTS, ge=1)
     test_pings_per_minute: int = Field(default=DEFAULT_TEST_PINGS_PER_MINUTE, ge=1)
     max_pending_jobs: int = Field(default=DEFAULT_MAX_PENDING_JOBS, ge=1)
@@ -188,6 +193,11 @@ class Settings(BaseSettings):
             return self.public_url
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def payload_retention_seconds(self) -> float:
+        """`webhook_payload_retention` (days) in seconds, as the retention sweeper takes it."""
+        return self.webhook_payload_retention * 86_400
 
     @property
     def retry_schedule(self) -> tuple[float, ...]:

@@ -150,6 +150,14 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "build or edit one.",
         ),
         ProblemType(
+            "event-expunged",
+            409,
+            "Event expunged",
+            "The event's payload was expunged (past USTUN_WEBHOOK_PAYLOAD_RETENTION, or by "
+            "POST /v1/events/{id}/expunge), so it cannot be sent again: its id, type, times and "
+            "outcomes are all that is kept. Emit a new event if the receiver still needs it.",
+        ),
+        ProblemType(
             "webhook-signature-invalid",
             401,
             "Webhook signature invalid",

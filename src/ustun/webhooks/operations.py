@@ -27,6 +27,7 @@ from ustun.webhooks.addresses import resolution_refusal, url_refusal
 from ustun.webhooks.brokers import destinations
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
 from ustun.webhooks.records import Delivery, Endpoint, Event
+from ustun.webhooks.retention import refuse_expunged
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.sending import quotas
 from ustun.webhooks.sending.outbox import PING, emit, wake
@@ -256,7 +257,7 @@ async def send_test(db: Database, account_id: str, endpoint_id: str, *, per_minu
 
 async def recover(db: Database, account_id: str, endpoint_id: str, since: datetime) -> int:
     """Send again every failed or dead delivery of the endpoint created since `since` (naive:
-    UTC); how many."""
+    UTC), but those of expunged events; how many."""
     since = since if since.tzinfo else since.replace(tzinfo=clock.now().tzinfo)
     async with db.unit_of_work() as uow:
         await _enabled_endpoint(uow.conn, account_id, endpoint_id)
@@ -284,10 +285,12 @@ async def read_delivery(
 
 
 async def retry_delivery(db: Database, account_id: str, delivery_id: str) -> Delivery:
-    """Send it again now, whatever its status (a new attempt; the count keeps growing)."""
+    """Send it again now, whatever its status (a new attempt; the count keeps growing); 409
+    `event-expunged` if its event's payload is gone."""
     store = for_database(db)
     async with db.unit_of_work() as uow:
         row = await _delivery(uow.conn, account_id, delivery_id)
+        refuse_expunged(await store.event(uow.conn, row.event_id))
         if not await store.retry(uow, row, transition(row.status, Change.RESEND), clock.now()):
             raise ProblemError(
                 "state-conflict",

@@ -13,6 +13,9 @@ from typing import Generic, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
+# An expunged event's `data` (JSON `null`: an event's data is always an object until then).
+EXPUNGED_DATA = "null"
+
 
 class Endpoint(NamedTuple):
     """A webhook endpoint; `secret`, `previous_secret` and `broker_url` are sealed."""
@@ -44,7 +47,8 @@ class Endpoint(NamedTuple):
 
 
 class Event(NamedTuple):
-    """An event of the log; `data` as stored (JSON text), `(txid, seq)` its feed position."""
+    """An event of the log; `data` as stored (JSON text), `(txid, seq)` its feed position;
+    `expunged_at` when its payload was expunged (`data` is then `EXPUNGED_DATA`)."""
 
     id: str
     account_id: str
@@ -54,6 +58,7 @@ class Event(NamedTuple):
     created_at: datetime
     txid: int
     seq: int
+    expunged_at: datetime | None
 
 
 class Delivery(NamedTuple):

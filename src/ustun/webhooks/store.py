@@ -354,6 +354,25 @@ class WebhookStore(ReceivingStore, Protocol):
         `since`; how many."""
         ...
 
+    # Retention (`webhooks.retention`).
+
+    async def unexpunged_before(
+        self, conn: AsyncConnection, before: datetime, limit: int
+    ) -> list[str]:
+        """Up to `limit` ids of the events created before `before` whose payload is still
+        kept, oldest first."""
+        ...
+
+    async def expunge(
+        self, uow: UnitOfWork, event_ids: Collection[str], now: datetime, reason: str
+    ) -> list[str]:
+        """Expunge the payloads of those events not expunged yet: `data` becomes
+        `records.EXPUNGED_DATA` and `expunged_at` `now`, their attempts' response bodies go;
+        ids, types, times, statuses and outcomes stay. Their deliveries still due (or in a
+        worker's lease) give up, dead, each with an attempt recording `reason` (a lease's late
+        outcome is fenced off). The ids this call expunged."""
+        ...
+
     # Pages and counts, for the API and the dashboard.
 
     async def endpoints_page(

@@ -26,6 +26,8 @@ from ustun.store.types import UTCDateTime
 DUE_PREDICATE = "next_attempt_at IS NOT NULL"
 # The deliveries a worker holds: claimed (`next_attempt_at` is the lease's end) and not settled.
 LEASED_PREDICATE = "lease_token IS NOT NULL"
+# The events whose payload is still kept: the retention sweeper reads these by their index.
+UNEXPUNGED_PREDICATE = "expunged_at IS NULL"
 # `webhook_endpoints.ordering` of an endpoint that takes one delivery at a time, in commit order.
 FIFO = "fifo"
 
@@ -82,12 +84,22 @@ events = Table(
     # trigger's max + 1 (writes are serialised there). See `webhooks.feed`.
     Column("txid", BigInteger(), nullable=False, server_default=text("0")),
     Column("seq", BigInteger(), nullable=True),
+    # When retention (or a request) expunged its payload: `data` is then JSON `null`
+    # (`records.EXPUNGED_DATA`), its id, type and times stay (migration 0018).
+    Column("expunged_at", UTCDateTime(), nullable=True),
     Index("ix_webhook_events_account_id_id", "account_id", "id"),
     Index("ix_webhook_events_account_id_type_id", "account_id", "type", "id"),
     Index("ix_webhook_events_seq", "seq", unique=True),
     Index("ix_webhook_events_account_id_txid_seq", "account_id", "txid", "seq"),
     # `since=` on the feed starts here (migration 0017), not at the account's first event.
     Index("ix_webhook_events_account_id_created_at", "account_id", "created_at"),
+    # The events the retention sweeper has yet to expunge, oldest first (migration 0018).
+    Index(
+        "ix_webhook_events_unexpunged",
+        "created_at",
+        postgresql_where=text(UNEXPUNGED_PREDICATE),
+        sqlite_where=text(UNEXPUNGED_PREDICATE),
+    ),
 )
 
 deliveries = Table(

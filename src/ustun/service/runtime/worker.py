@@ -18,6 +18,7 @@ from ustun.service.runtime.job_loops import job_kinds, job_loops
 from ustun.service.runtime.webhook_runtime import dispatcher
 from ustun.settings import Settings
 from ustun.store import Database
+from ustun.webhooks import retention
 
 log = logging.getLogger("ustun.worker")
 
@@ -43,6 +44,7 @@ class Worker:
         self.loops: list[Loop] = [*job_loops(db, settings, concurrency, kinds)]
         self.loops.append(dispatcher(db, settings).run)
         self.loops.append(sweeper(SqlRecordStore(db)))
+        self.loops.append(retention.sweeper(db, retention=settings.payload_retention_seconds))
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 

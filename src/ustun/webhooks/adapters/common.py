@@ -17,17 +17,19 @@ from sqlalchemy import (
     case,
     delete,
     func,
+    insert,
     select,
     tuple_,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ustun import ids
 from ustun.concurrency import GuardRejected, Preconditions, compare_and_delete, compare_and_set
 from ustun.store import UnitOfWork, dialects
 from ustun.store.plans import run
 from ustun.webhooks.adapters import plans
-from ustun.webhooks.records import Delivery, Endpoint, Event, Page, Sealed
+from ustun.webhooks.records import EXPUNGED_DATA, Delivery, Endpoint, Event, Page, Sealed
 from ustun.webhooks.states import DUE, Status
 from ustun.webhooks.store import Attempt
 from ustun.webhooks.tables import (
@@ -344,12 +346,77 @@ class SqlStore:
                 d.c.endpoint_id == endpoint_id,
                 d.c.status.in_([s.value for s in statuses]),
                 d.c.created_at >= since,
+                plans.PAYLOAD_KEPT,
             )
             .values(
                 status=Status.PENDING.value, next_attempt_at=now, lease_token=None, updated_at=now
             )
         )
         return result.rowcount
+
+    async def unexpunged_before(
+        self, conn: AsyncConnection, before: datetime, limit: int
+    ) -> list[str]:
+        """Oldest first, by the partial index of the events still holding their payload."""
+        found = await conn.execute(
+            select(events.c.id)
+            .where(events.c.expunged_at.is_(None), events.c.created_at < before)
+            .order_by(events.c.created_at)
+            .limit(limit)
+        )
+        return list(found.scalars())
+
+    async def expunge(
+        self, uow: UnitOfWork, event_ids: Collection[str], now: datetime, reason: str
+    ) -> list[str]:
+        """The events' UPDATE comes first: its row locks make a concurrent expunge of the same
+        events wait, then find them expunged and do nothing more."""
+        if not event_ids:
+            return []
+        conn = uow.conn
+        expunged = list(
+            (
+                await conn.execute(
+                    update(events)
+                    .where(events.c.id.in_(list(event_ids)), events.c.expunged_at.is_(None))
+                    .values(data=EXPUNGED_DATA, expunged_at=now)
+                    .returning(events.c.id)
+                )
+            ).scalars()
+        )
+        if not expunged:
+            return []
+        d = deliveries
+        of_events = select(d.c.id).where(d.c.event_id.in_(expunged))
+        await conn.execute(
+            update(attempts)
+            .where(attempts.c.delivery_id.in_(of_events), attempts.c.response.is_not(None))
+            .values(response=None)
+        )
+        given_up = list(
+            (
+                await conn.execute(
+                    update(d)
+                    .where(d.c.event_id.in_(expunged), d.c.next_attempt_at.is_not(None))
+                    .values(
+                        status=Status.DEAD.value,
+                        next_attempt_at=None,
+                        lease_token=None,
+                        updated_at=now,
+                    )
+                    .returning(d.c.id)
+                )
+            ).scalars()
+        )
+        if given_up:
+            await conn.execute(
+                insert(attempts),
+                [
+                    Attempt(ids.new_id("att"), delivery_id, now, None, 0.0, reason, None)._asdict()
+                    for delivery_id in given_up
+                ],
+            )
+        return expunged
 
     async def claim_inbox(
         self, uow: UnitOfWork, webhook_id: str, event_type: str, *, now: datetime, stale: datetime

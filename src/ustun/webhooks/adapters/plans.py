@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import String, bindparam, func, insert, select, text, update
+from sqlalchemy import String, bindparam, exists, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -169,9 +169,14 @@ ENDPOINT_ENABLED = Statement(
     select(endpoints.c.enabled).where(endpoints.c.id == bindparam("endpoint_id"))
 )
 _NOW = bindparam("now", type_=deliveries.c.updated_at.type)
+# The deliveries whose event still has its payload: an expunged event's are never due again
+# (`webhooks.retention`; the API answers 409 `event-expunged` before it gets here).
+PAYLOAD_KEPT = ~exists().where(
+    events.c.id == deliveries.c.event_id, events.c.expunged_at.is_not(None)
+)
 RESEND = Statement(
     update(deliveries)
-    .where(deliveries.c.id == bindparam("delivery_id"))
+    .where(deliveries.c.id == bindparam("delivery_id"), PAYLOAD_KEPT)
     .values(status=bindparam("status"), next_attempt_at=_NOW, lease_token=None, updated_at=_NOW)
 )
 

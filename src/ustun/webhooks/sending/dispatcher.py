@@ -41,8 +41,10 @@ from ustun.http.retry_after import parse_retry_after
 from ustun.http.signature import headers as signed_headers
 from ustun.store import Database, UnitOfWork
 from ustun.webhooks import endpoints as endpoint_ops
+from ustun.webhooks import retention
 from ustun.webhooks.adapters import for_database
 from ustun.webhooks.brokers import Brokers
+from ustun.webhooks.records import EXPUNGED_DATA
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.sending import message, transport
 from ustun.webhooks.sending.pacing import Pacer
@@ -206,6 +208,12 @@ class Dispatcher:
             endpoint = targets.get(item.endpoint_id)
             if endpoint is None:
                 continue  # deleted since the claim, and its deliveries with it
+            if item.event_data == EXPUNGED_DATA:  # expunged since it was made due: never sent
+                self._finished.add(item.id)
+                self._results.put_nowait(
+                    _Result(item, endpoint.id, None, now, reason=retention.EXPUNGED_REASON)
+                )
+                continue
             body = bodies.get((item.event_id, endpoint.payload))
             if body is None:
                 body = bodies[(item.event_id, endpoint.payload)] = _body(
@@ -343,6 +351,8 @@ class Dispatcher:
         next_at: datetime | None = None
         if outcome is None:
             change = Change.GIVE_UP
+            if result.reason == retention.EXPUNGED_REASON:
+                batch.attempts.append(retention.not_sent(item.id, result.attempted_at))
         else:
             attempts_made += 1
             judged = verdict(outcome)
