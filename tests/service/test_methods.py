@@ -41,6 +41,7 @@ V1_ALLOW: dict[str, set[str]] = {
     "/v1/webhook-endpoints/{endpoint_id}/head": {"GET", "HEAD"},
     "/v1/events": {"GET", "HEAD"},
     "/v1/events/{event_id}": {"GET", "HEAD"},
+    "/v1/events/{event_id}/expunge": {"POST"},
     "/v1/event-types": {"GET", "HEAD"},
     "/v1/deliveries": {"GET", "HEAD"},
     "/v1/deliveries/{delivery_id}": {"GET", "HEAD"},

@@ -15,7 +15,7 @@ from ustun.errors import ProblemError
 from ustun.service.plumbing.bodies import Moment
 from ustun.service.plumbing.deps import DB, CurrentAccount, Cursor, Limit
 from ustun.store import Database
-from ustun.webhooks import feed
+from ustun.webhooks import feed, retention
 from ustun.webhooks.adapters import for_database
 from ustun.webhooks.records import Event
 from ustun.webhooks.sending.message import API_VERSION
@@ -39,15 +39,19 @@ Since = Annotated[
 
 
 def render_event(row: Event) -> dict[str, Any]:
-    """An event as the log shows it (the same fields a receiver gets, plus `object`)."""
-    return {
+    """An event as the log shows it (the same fields a receiver gets, plus `object`); an
+    expunged one with `data: null` and its `expunged_at`."""
+    shown = {
         "id": row.id,
         "object": "event",
         "type": row.type,
         "created_at": rfc3339(row.created_at),
         "api_version": API_VERSION,
-        "data": json.loads(row.data),
+        "data": None if row.expunged_at is not None else json.loads(row.data),
     }
+    if row.expunged_at is not None:
+        shown["expunged_at"] = rfc3339(row.expunged_at)
+    return shown
 
 
 @router.get("/v1/events")
@@ -114,3 +118,11 @@ async def read_event(db: Database, account_id: str, event_id: str) -> dict[str, 
 async def get_event(event_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
     """One event."""
     return await read_event(db, account.id, event_id)
+
+
+@router.post("/v1/events/{event_id}/expunge")
+async def expunge_event(event_id: str, account: CurrentAccount, db: DB) -> dict[str, Any]:
+    """Expunge the event's payload now, as retention would later (again: the same answer).
+    Its attempts' response bodies go too; ids, type, times and outcomes stay, and it is never
+    sent again."""
+    return render_event(await retention.expunge_event(db, account.id, event_id))

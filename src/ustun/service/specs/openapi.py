@@ -433,13 +433,14 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
         problems=("event-cursor-invalid",), replies={200: Reply(schemas.EventList)}
     ),
     ("GET", "/v1/events/{event_id}"): Notes(replies={200: Reply(schemas.Event)}),
+    ("POST", "/v1/events/{event_id}/expunge"): Notes(replies={200: Reply(schemas.Event)}),
     ("GET", "/v1/event-types"): _listing(schemas.EventTypeList),
     ("GET", "/v1/deliveries"): _listing(schemas.DeliveryList),
     ("GET", "/v1/deliveries/{delivery_id}"): Notes(
         replies={200: Reply(schemas.DeliveryWithAttempts)}
     ),
     ("POST", "/v1/deliveries/{delivery_id}/retry"): Notes(
-        problems=("state-conflict",),
+        problems=("state-conflict", "event-expunged"),
         replies={
             202: Reply(
                 schemas.Delivery,

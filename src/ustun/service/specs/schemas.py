@@ -220,7 +220,14 @@ class Event(BaseModel):
     type: str
     created_at: Timestamp
     api_version: str
-    data: EventData
+    data: EventData | None = Field(
+        description="The object the event is about; null once its payload is expunged."
+    )
+    expunged_at: Timestamp | None = Field(
+        default=None,
+        description="When its payload was expunged (`USTUN_WEBHOOK_PAYLOAD_RETENTION`, or "
+        "`POST /v1/events/{event_id}/expunge`); absent while it is kept.",
+    )
 
 
 class Delivery(BaseModel):
