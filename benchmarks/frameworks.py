@@ -27,12 +27,22 @@ for Flask, 0.85 for Litestar) and (b)/(a): of the mean rates, per round, and of 
 CPU-second serves (the server's and PostgreSQL's CPU per request, inverted).
 
     .venv/bin/python benchmarks/frameworks.py [--backend both] [--framework both]
-        [--seconds 5] [--rounds 2] [--json] [--profile DIR]
+        [--seconds 5] [--rounds 2] [--json] [--profile DIR] [--in-process N]
 
-With `--profile DIR`, one more load per variant runs under `py-spy record --subprocesses --gil`
-and it prints each variant's Python CPU per request split by layer, and what is left of the
-measured CPU (C code that releases the GIL: the drivers' waits, SQLite's engine; the kernel):
-read it as ±20 % (py-spy also samples a thread holding the GIL while it waits for a core).
+After the rounds it counts the rows: a payment per 201, an outbox row per (a), an event and an
+idempotency record per (b) and (c).
+
+With `--profile DIR`, one more load per variant runs under `py-spy record --subprocesses`
+(every thread not idle) and it prints each variant's server CPU per request split by layer,
+scaled down to the measured CPU when py-spy sampled more. Read it with care: py-spy takes a
+uvicorn worker idle in uvloop for a busy one (the samples of uvicorn's workers are their wall
+time), and on a loaded machine it samples threads waiting for a core.
+
+With `--in-process N`, each variant's app is called without a server, N requests one after the
+other, in a process of its own per variant and round (Flask's WSGI callable; Litestar's ASGI app
+after its lifespan's startup, as uvicorn calls it): CPU µs per request of all threads (the
+process's CPU time, which other processes' load hardly moves), and the main thread's split by
+layer from cProfile timed on the thread's CPU clock (not the waits for the database).
 
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust; `USTUN_BENCH_PG` to change it).
 """
