@@ -4,18 +4,22 @@ payments with its check, and the README's blocks with the check of each commente
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+
+from ustun.http.sse_parser import EventStreamParser
 
 BIN = Path(sys.executable).parent
 SECRET_KEY = "test-shop-secret-key-of-at-least-32-characters"
@@ -140,3 +144,20 @@ def answers_as_commented(line: str, address: str, logs: Callable[[], str]) -> No
         assert f"\n{name.lower()}: {value}" in head.lower(), f"{line}\n{done.stdout}"
     elif shown is not None:
         assert shown in body, f"{line}\n{done.stdout}\n{logs()}"
+
+
+def stream_events(response: httpx.Response) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """(id, type, data) of each server-sent event of an open job stream, as they arrive."""
+    assert response.status_code == 200, response.read()
+    assert response.headers["content-type"].startswith("text/event-stream")
+    parser = EventStreamParser()
+    for chunk in response.iter_bytes():
+        for event in parser.feed(chunk):
+            yield int(event.id), event.event, json.loads(event.data)
+
+
+def stream_ids(client: httpx.Client, job_url: str, last: int | None = None) -> list[int]:
+    """The ids of a job's whole event stream after `last` (it ends at the job's final state)."""
+    headers = {} if last is None else {"Last-Event-ID": str(last)}
+    with client.stream("GET", f"{job_url}/events", headers=headers) as response:
+        return [event_id for event_id, _, _ in stream_events(response)]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -15,7 +14,6 @@ import httpx
 
 from example_shops import BIN, Processes, Served
 from support import free_port, sync_connection, wait_for
-from ustun.http.sse_parser import EventStreamParser
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "flask_shop"
 
@@ -102,13 +100,3 @@ def payment_events(shop: Shop, amount: int) -> list[str]:
 def _json(data: str | dict[str, Any]) -> dict[str, Any]:
     """A JSON column as the driver gives it: text (sqlite3) or parsed (psycopg)."""
     return data if isinstance(data, dict) else json.loads(data)
-
-
-def stream_events(response: httpx.Response) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    """(id, type, data) of each server-sent event of an open job stream, as they arrive."""
-    assert response.status_code == 200, response.read()
-    assert response.headers["content-type"].startswith("text/event-stream")
-    parser = EventStreamParser()
-    for chunk in response.iter_bytes():
-        for event in parser.feed(chunk):
-            yield int(event.id), event.event, json.loads(event.data)

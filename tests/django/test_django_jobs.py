@@ -8,17 +8,16 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
 from django_support import Shop
-from example_shops import USERS, Served
+from example_shops import USERS, Served, stream_events, stream_ids
 from support import problem_of, sync_connection
 from ustun.client import Client
-from ustun.http.sse_parser import EventStreamParser
 from ustun.jobs.adapters.plans import EVENTS_PAGE
 
 pytestmark = pytest.mark.e2e
@@ -53,23 +52,6 @@ def start_worker(shop: Shop) -> Callable[[], None]:
 
 def _report(client: httpx.Client, rows: Any = ROWS, path: str = "/reports") -> httpx.Response:
     return client.post(path, json={"rows": rows}, headers={"Idempotency-Key": str(uuid.uuid4())})
-
-
-def _events(response: httpx.Response) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    """(id, type, data) of each event of an open stream, as they arrive."""
-    assert response.status_code == 200, response.read()
-    assert response.headers["content-type"].startswith("text/event-stream")
-    parser = EventStreamParser()
-    for chunk in response.iter_bytes():
-        for event in parser.feed(chunk):
-            yield int(event.id), event.event, httpx.Response(200, content=event.data).json()
-
-
-def _stream(client: httpx.Client, url: str, last: int | None = None) -> list[int]:
-    """The ids of the whole stream (it ends at the job's final state)."""
-    headers = {} if last is None else {"Last-Event-ID": str(last)}
-    with client.stream("GET", f"{url}/events", headers=headers) as response:
-        return [event_id for event_id, _, _ in _events(response)]
 
 
 def _job_ids(shop: Shop) -> set[str]:
@@ -113,7 +95,7 @@ def test_a_report_is_accepted_then_followed_live_to_its_result(
             ann.stream("GET", f"{path}/events") as response,
             ann_asgi.stream("GET", f"{path}/events") as asgi_response,
         ):
-            events, asgi_events = _events(response), _events(asgi_response)
+            events, asgi_events = stream_events(response), stream_events(asgi_response)
             assert next(events)[:2] == next(asgi_events)[:2] == (1, "status")
             start_worker()
             rest, asgi_rest = list(events), list(asgi_events)
@@ -157,9 +139,9 @@ def test_ustuns_client_follows_a_report_and_its_stream_resumes_after_last_event_
         done = ann.get(url)
         assert done.json()["status"] == "done"
         final = int(done.headers["etag"].strip('"'))
-        assert _stream(ann, url, last=0) == list(range(1, final + 1))
-        assert _stream(ann, url, last=3) == list(range(4, final + 1))
-        assert _stream(ann, url, last=final - 1) == [final]
+        assert stream_ids(ann, url, last=0) == list(range(1, final + 1))
+        assert stream_ids(ann, url, last=3) == list(range(4, final + 1))
+        assert stream_ids(ann, url, last=final - 1) == [final]
         # The client saw the final event: 204 stops an EventSource from reconnecting.
         for seen in (final, final + EVENTS_PAGE):
             over = ann.get(f"{url}/events", headers={"Last-Event-ID": str(seen)})

@@ -21,8 +21,8 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
-from example_shops import BIN, Served
-from flask_support import Shop, payment_events, stream_events
+from example_shops import BIN, Served, stream_events, stream_ids
+from flask_support import Shop, payment_events
 from support import problem_of, wait_for
 from ustun.jobs.adapters.plans import EVENTS_PAGE
 from ustun.service.plumbing.job_representation import STREAM_LIFETIME
@@ -176,13 +176,6 @@ def _half_done(client: httpx.Client, url: str) -> httpx.Response:
     return wait_for(half, timeout=30, interval=0.1, what="the job to be half done")
 
 
-def _ids(client: httpx.Client, url: str, last: int) -> list[int]:
-    """The ids of the job's whole stream after `last` (it ends at the job's final state)."""
-    headers = {"Last-Event-ID": str(last)}
-    with client.stream("GET", f"{url}/events", headers=headers) as response:
-        return [event_id for event_id, _, _ in stream_events(response)]
-
-
 def test_a_job_is_followed_live_over_sse_and_resumed_after_last_event_id(
     shop: Shop, served: Served
 ) -> None:
@@ -222,9 +215,9 @@ def test_a_job_is_followed_live_over_sse_and_resumed_after_last_event_id(
         assert "retry-after" not in done.headers
         assert ann.get(url, headers={"If-None-Match": f'"{final}"'}).status_code == 304
 
-        assert _ids(ann, url, 0) == list(range(1, final + 1))
-        assert _ids(ann, url, 2) == list(range(3, final + 1))
-        assert _ids(ann, url, final - 1) == [final]
+        assert stream_ids(ann, url, 0) == list(range(1, final + 1))
+        assert stream_ids(ann, url, 2) == list(range(3, final + 1))
+        assert stream_ids(ann, url, final - 1) == [final]
         # The client saw the final event: 204 stops an EventSource from reconnecting.
         for last in (final, final + EVENTS_PAGE):
             over = ann.get(f"{url}/events", headers={"Last-Event-ID": str(last)})
@@ -269,6 +262,6 @@ def test_a_stream_ends_after_its_lifetime_and_the_client_resumes(
         assert first == list(range(1, seen + 1))
         assert STREAM_LIFETIME <= lasted < STREAM_LIFETIME + 5
         (Path(shop.env["SHOP_FAULTS"]) / release).touch()
-        rest = _ids(ann, url, seen)
+        rest = stream_ids(ann, url, seen)
         assert rest == list(range(seen + 1, rest[-1] + 1))
         assert ann.get(url).json()["status"] == "done"

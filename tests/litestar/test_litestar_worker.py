@@ -10,17 +10,15 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import httpx
 import pytest
 from standardwebhooks import Webhook
 
-from example_shops import Served
+from example_shops import Served, stream_events, stream_ids
 from flask_support import payment_events
 from litestar_support import Shop
 from support import problem_of, wait_for
-from ustun.http.sse_parser import EventStreamParser
 from webhook_support import ThreadedReceiver
 
 pytestmark = pytest.mark.e2e
@@ -36,23 +34,6 @@ def receiver() -> Iterator[ThreadedReceiver]:
         yield found
     finally:
         asyncio.run(found.stop())
-
-
-def _events(response: httpx.Response) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    """(id, type, data) of each event of an open stream, as they arrive."""
-    assert response.status_code == 200, response.read()
-    assert response.headers["content-type"].startswith("text/event-stream")
-    parser = EventStreamParser()
-    for chunk in response.iter_bytes():
-        for event in parser.feed(chunk):
-            yield int(event.id), event.event, httpx.Response(200, content=event.data).json()
-
-
-def _stream(client: httpx.Client, url: str, last: int | None = None) -> list[int]:
-    """The ids of the whole stream after `last` (it ends at the job's final state)."""
-    headers = {} if last is None else {"Last-Event-ID": str(last)}
-    with client.stream("GET", f"{url}/events", headers=headers) as response:
-        return [event_id for event_id, _, _ in _events(response)]
 
 
 def test_a_report_is_accepted_then_followed_over_sse_to_its_result(
@@ -72,7 +53,7 @@ def test_a_report_is_accepted_then_followed_over_sse_to_its_result(
         # Followed from before any worker runs (when this test is the first to want one):
         # the first event is read at once, the rest as the worker runs the job.
         with ann.stream("GET", f"{url}/events") as response:
-            stream = _events(response)
+            stream = stream_events(response)
             events = [next(stream)]
             start_worker()
             events += list(stream)
@@ -97,7 +78,7 @@ def test_a_report_is_accepted_then_followed_over_sse_to_its_result(
         assert (lines[0], lines[-1], len(lines)) == ("n,square", f"{ROWS},{ROWS * ROWS}", ROWS + 1)
 
         # Resumed after the last event a client saw; 204 once it saw the final one.
-        assert _stream(ann, url, last=3) == list(range(4, final + 1))
+        assert stream_ids(ann, url, last=3) == list(range(4, final + 1))
         assert ann.get(f"{url}/events", headers={"Last-Event-ID": str(final)}).status_code == 204
         problem_of(ann.get(f"{url}/events", headers={"Last-Event-ID": "-1"}), 400, "bad-request")
 
