@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
+from support import free_port
+from ustun.service import create_app
+from ustun.settings import Settings
+from ustun.store import Database
+from ustun.webhooks import Handlers, Reconciler
+from ustun.webhooks.receiving.inbox import MemoryInbox
 from ustun.webhooks.retention import EXPUNGED_REASON
+from webhook_support import serving_http, until
 
 HOOK = "https://hooks.example.com/ustun"
 
@@ -78,3 +87,31 @@ async def test_another_accounts_event_is_not_found(
     assert (await client.get(path)).json()["data"] is not None  # untouched
     missing = await client.post("/v1/events/evt_nope/expunge")
     assert missing.status_code == 404
+
+
+async def test_a_reconciler_skips_an_expunged_event(
+    client: httpx.AsyncClient, settings: Settings, db: Database, api_key: str
+) -> None:
+    """A receiver catching up from the feed never gets an expunged event without its data."""
+    endpoint_id, kept = await _pinged(client)
+    gone = (await client.post(f"/v1/webhook-endpoints/{endpoint_id}/test")).json()
+    last = (await client.post(f"/v1/webhook-endpoints/{endpoint_id}/test")).json()
+    assert (await client.post(f"/v1/events/{gone['id']}/expunge")).status_code == 200
+    handlers = Handlers()
+    seen: list[dict[str, Any]] = []
+
+    @handlers.on()
+    async def record(event: dict[str, Any]) -> None:
+        seen.append(event)
+
+    port = free_port()
+    async with serving_http(create_app(settings, db=db), port):
+        reconciler = Reconciler(f"http://127.0.0.1:{port}", api_key, MemoryInbox(), handlers)
+
+        async def reached_last() -> bool:
+            await reconciler.run_once()
+            return any(e["id"] == last["id"] for e in seen)
+
+        await until(reached_last, within=60, what="the reconciler to read past the last ping")
+    assert [e["id"] for e in seen] == [kept["id"], last["id"]]
+    assert all(e["data"] is not None for e in seen)

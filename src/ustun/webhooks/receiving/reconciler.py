@@ -114,9 +114,21 @@ class Reconciler:
         return page
 
     async def _feed(self, entry: dict[str, Any]) -> int:
-        """Run one feed entry through the handlers if the inbox has not seen its id: 1, else 0."""
+        """Run one feed entry through the handlers if the inbox has not seen its id: 1, else 0.
+
+        An expunged event (past the provider's payload retention: `data` null) is skipped with
+        a warning, not handed to the handlers without its data, nor marked handled."""
         event = {k: v for k, v in entry.items() if k not in _FEED_ONLY}
         event_id, event_type = str(event["id"]), str(event.get("type", ""))
+        if event.get("expunged_at") is not None:
+            log.warning(
+                "skipped event %s (%s) from %s: its payload was expunged at %s",
+                event_id,
+                event_type,
+                self.base_url,
+                event["expunged_at"],
+            )
+            return 0
         if not await self.inbox.claim(event_id, event_type):
             return 0
         await self.handlers.handle(self.inbox, event_id, event_type, event)
