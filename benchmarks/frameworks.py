@@ -322,7 +322,7 @@ def print_profiles(profiles: dict[str, dict[str, dict[str, dict[str, float]]]]) 
     for backend, frameworks in profiles.items():
         for framework, variants in frameworks.items():
             server = SERVERS[framework]
-            print(f"\n{framework}, {backend}: {server} CPU µs/req by layer (py-spy --gil)\n")
+            print(f"\n{framework}, {backend}: {server} CPU µs/req by layer (py-spy)\n")
             print("| layer | " + " | ".join(f"({v})" for v in variants) + " | (c) - (b) |")
             print("|---|" + "---:|" * (len(variants) + 1))
             for name in [*(name for name, _ in LAYERS), "other", OUTSIDE]:
