@@ -21,8 +21,7 @@ from ustun.errors import NotFoundError
 from ustun.http.preconditions import Preconditions
 from ustun.jobs import Job
 from ustun.jobs.adapters import plans as job_plans
-from ustun.service.operations.job_routes import event_stream
-from ustun.service.plumbing.conditional import validator_headers
+from ustun.service.operations.job_routes import event_stream, result_file
 from ustun.service.plumbing.job_representation import job_headers, render, validators
 from ustun.store.plans import run
 
@@ -88,21 +87,11 @@ def job_router(plugin: UstunPlugin, path: str) -> Router:
         return cast("ASGIApp", sent)
 
     @get("/jobs/{job_id:str}/result", name=JOB_RESULT)
-    async def job_result(request: AnyRequest, job_id: str) -> Response[bytes]:
-        """The file the caller's finished job `job_id` produced, with its media type."""
+    async def job_result(request: AnyRequest, job_id: str) -> ASGIApp:
+        """The file the caller's finished job `job_id` produced, with its media type and
+        validators: the service's own response."""
         found = await owned(request, job_id)
-        async with plugin.database.read() as conn:
-            plan = job_plans.result(job_id, account_id=found.account_id)
-            stored = await run(plan, conn, begin=False)
-        if stored is None:
-            raise NotFoundError(f"Job {job_id!r} has no result (it is {found.status}).")
-        return Response(
-            stored.content,
-            media_type=stored.media_type,
-            headers={
-                **validator_headers(validators(found)),
-                "Content-Disposition": f'attachment; filename="{stored.filename}"',
-            },
-        )
+        sent = await result_file(plugin.database, str(found.account_id), job_id)
+        return cast("ASGIApp", sent)
 
     return Router(path, route_handlers=[job, job_events, job_result], tags=["jobs"])
