@@ -16,6 +16,7 @@ from ustun.store import UnitOfWork
 from ustun.store.accounts import account_id as named_account
 from ustun.store.dbapi import DbapiConnection
 from ustun.store.plans import run_sync
+from ustun.webhooks import catalog
 from ustun.webhooks.adapters import for_connection, notifies
 from ustun.webhooks.adapters import plans as webhook_plans
 from ustun.webhooks.sending import message
@@ -41,7 +42,10 @@ async def emit(
     """Record `event_type` with `data` and queue its deliveries; return the event id.
 
     `endpoint_id` sends it to that one endpoint regardless of its filter (the `ping` test).
+    A `strict` event catalogue refuses (422) a type it lacks or data its schema refuses.
     """
+    if catalog.active.strict:
+        catalog.active.check(event_type, data)
     event = new_event(account_id, event_type, data, object_url=object_url)
     if await for_connection(uow.conn).emit(uow, event, endpoint_id):
         uow.after_commit(_ring)
@@ -51,7 +55,9 @@ async def emit(
 def emit_on(conn: DbapiConnection, event_type: str, data: dict[str, Any], *, account: str) -> str:
     """`emit` on a host framework's synchronous connection, in the transaction it has open (the
     deliveries are sent only if it commits), for the account named `account` (made on first
-    use); the event's id."""
+    use); the event's id. A `strict` event catalogue refuses (422) what `emit` refuses."""
+    if catalog.active.strict:
+        catalog.active.check(event_type, data)
     event = new_event(run_sync(named_account(account), conn), event_type, data)
     run_sync(webhook_plans.emit(event, None, notify=notifies(conn)), conn)
     return str(event["id"])
