@@ -77,16 +77,54 @@ TRANSFER = titled_object(
     description="The transfer, as `GET /v1/transfers/{id}` returns it.",
 )
 
-ENDPOINT_DISABLED = titled_object(
-    "EndpointDisabledData",
+
+def _endpoint_change(title: str, description: str) -> dict[str, Any]:
+    """The `data` of an operational event about one endpoint: which one, and why."""
+    return titled_object(
+        title,
+        {
+            "id": {"type": "string", "pattern": "^we_"},
+            "object": {"const": "webhook_endpoint"},
+            "url": {"type": "string", "format": "uri"},
+            "reason": {"type": "string"},
+        },
+        required=["id", "url", "reason"],
+        description=description,
+    )
+
+
+ENDPOINT_DISABLED = _endpoint_change(
+    "EndpointDisabledData", "The endpoint that was disabled (its registered URL) and why."
+)
+ENDPOINT_ENABLED = _endpoint_change(
+    "EndpointEnabledData", "The endpoint that was enabled again and why."
+)
+ENDPOINT_RECOVERED = _endpoint_change(
+    "EndpointRecoveredData", "The endpoint that was failing and has just accepted a delivery."
+)
+
+ATTEMPT_EXHAUSTED = titled_object(
+    "AttemptExhaustedData",
     {
-        "id": {"type": "string", "pattern": "^we_"},
-        "object": {"const": "webhook_endpoint"},
-        "url": {"type": "string", "format": "uri"},
-        "reason": {"type": "string"},
+        "object": {"const": "delivery"},
+        "delivery_id": {"type": "string", "pattern": "^dlv_"},
+        "endpoint_id": {"type": "string", "pattern": "^we_"},
+        "url": {"type": "string", "format": "uri", "description": "The endpoint's URL."},
+        "event_id": {"type": "string", "pattern": "^evt_"},
+        "event_type": {"type": "string"},
+        "attempts": {"type": "integer", "minimum": 0},
+        "last_status": {
+            "type": ["integer", "null"],
+            "description": "The HTTP status of the last attempt; null when none came back.",
+        },
+        "last_error": {
+            "type": ["string", "null"],
+            "description": "Why the last attempt failed when there was no status, or the reason "
+            "it was given up without one.",
+        },
     },
-    required=["id", "url", "reason"],
-    description="The endpoint that was disabled (its registered URL) and why.",
+    required=["delivery_id", "endpoint_id", "url", "event_id", "event_type", "attempts"],
+    description="A delivery that will not be retried: dead-lettered (`dead`).",
 )
 
 # RFC 9457 §3.1; a member of `JobData`, so its title names it apart from the API's `Problem`.
@@ -159,6 +197,24 @@ CATALOGUE: tuple[EventType, ...] = (
         "endpoint.disabled",
         "A webhook endpoint was disabled (410 Gone, 5 days of failures, or by request).",
         ENDPOINT_DISABLED,
+        thin=False,
+    ),
+    EventType(
+        "endpoint.enabled",
+        "A disabled webhook endpoint was enabled again (by request).",
+        ENDPOINT_ENABLED,
+        thin=False,
+    ),
+    EventType(
+        "endpoint.recovered",
+        "A failing webhook endpoint accepted a delivery again; its failing streak is over.",
+        ENDPOINT_RECOVERED,
+        thin=False,
+    ),
+    EventType(
+        "message.attempt.exhausted",
+        "A delivery was dead-lettered: its retries ran out, or the endpoint refused it for good.",
+        ATTEMPT_EXHAUSTED,
         thin=False,
     ),
     EventType("ping", "Sent by `POST /v1/webhook-endpoints/{id}/test`.", PING, thin=False),
