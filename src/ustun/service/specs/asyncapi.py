@@ -26,7 +26,8 @@ from ustun.service.specs.event_docs import (
     ref,
     schemas,
 )
-from ustun.service.specs.event_types import EventType, titled_object
+from ustun.service.specs.event_types import titled_object
+from ustun.webhooks.catalog import EventType
 
 # The document is valid as 3.1.0 too (tests/service/test_asyncapi.py), and uses nothing 3.1
 # adds; it stays 3.0.0 because Modelina (5.10, the latest) takes AsyncAPI only up to 3.0.0

@@ -13,7 +13,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ustun.service.specs.event_types import EventType, camel, titled_object
+from ustun.service.specs.event_types import camel, titled_object
+from ustun.webhooks.catalog import EventType
 from ustun.webhooks.sending.message import API_VERSION
 
 # Standard Webhooks headers, with the shape each takes on the wire.
@@ -151,6 +152,7 @@ def _webhook(event: EventType) -> dict[str, Any]:
             "description": event.description,
             "operationId": f"webhook_{name}",
             "tags": ["webhooks"],
+            **({"deprecated": True} if event.deprecated else {}),
             "parameters": [
                 {"name": header, "in": "header", "required": True, **spec}
                 for header, spec in SIGNATURE_HEADERS.items()

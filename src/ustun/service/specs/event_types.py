@@ -1,15 +1,19 @@
 """The catalogue of webhook event types: one place, with a JSON Schema of each `data`.
 
-`GET /v1/event-types` serves it; OpenAPI `webhooks` and the AsyncAPI document are generated
-from it (`ustun.service.specs.event_docs`), so a new event type is added here and nowhere else.
+`ustun serve` registers these in its own `ustun.webhooks.catalog.Catalog` (`SERVICE_EVENTS`),
+through the API a library user registers theirs with (so each name and schema is checked as
+theirs are); `GET /v1/event-types` serves it, and OpenAPI `webhooks` and the AsyncAPI document
+are generated from it (`ustun.service.specs.event_docs`), so a new event type is added here and
+nowhere else.
 Every schema carries a `title`, so that code generators name their models after it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from ustun.webhooks.catalog import Catalog, EventType
 
 _TIMESTAMP = {"type": "string", "format": "date-time"}
 _CURRENCY = {"type": "string", "pattern": "^[A-Z]{3}$"}
@@ -171,20 +175,6 @@ PING = titled_object(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class EventType:
-    """One event type: its name, what it means, and the schema of its full `data`.
-
-    `thin`: the event is about an object the API serves, so a `thin` endpoint gets only its
-    `id` and `url`; other events are sent in full to every endpoint.
-    """
-
-    name: str
-    description: str
-    schema: dict[str, Any]
-    thin: bool = True
-
-
 CATALOGUE: tuple[EventType, ...] = (
     EventType("payment.created", "A payment was created (status `pending`).", PAYMENT),
     EventType("payment.succeeded", "A pending payment succeeded.", PAYMENT),
@@ -219,5 +209,24 @@ CATALOGUE: tuple[EventType, ...] = (
     ),
     EventType("ping", "Sent by `POST /v1/webhook-endpoints/{id}/test`.", PING, thin=False),
 )
+
+
+def registered(events: Iterable[EventType]) -> Catalog:
+    """A catalogue of `events`, each registered as a library user registers theirs."""
+    catalog = Catalog()
+    for event in events:
+        catalog.register(
+            event.name,
+            schema=event.schema,
+            description=event.description,
+            example=event.example,
+            deprecated=event.deprecated,
+            thin=event.thin,
+        )
+    return catalog
+
+
+SERVICE_EVENTS = registered(CATALOGUE)
+"""`ustun serve`'s own event catalogue."""
 
 BY_NAME = {t.name: t for t in CATALOGUE}

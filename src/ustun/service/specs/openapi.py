@@ -28,7 +28,7 @@ from ustun.service.resources.documents import MERGE_PATCH, PATCH_SCHEMA
 from ustun.service.resources.payments import PATCH_MEDIA_TYPES, PaymentUpdate
 from ustun.service.resources.report_formats import FORMATS
 from ustun.service.specs import event_docs, schemas
-from ustun.service.specs.event_types import EventType
+from ustun.webhooks.catalog import EventType
 
 PROBLEM_REF = schemas.PROBLEM_REF
 SECURITY_SCHEME = "bearerAuth"

@@ -264,6 +264,15 @@ class DeliveryWithAttempts(Delivery):
     attempts: list[DeliveryAttempt]
 
 
+class EventTypeVersion(BaseModel):
+    """One version of an event type's `data` schema (the first is 1)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    version: int = Field(ge=1)
+    data_schema: dict[str, Any] = Field(alias="schema")
+
+
 class EventType(BaseModel):
     """One event type of the catalogue, with the JSON Schema of its `data`."""
 
@@ -271,7 +280,11 @@ class EventType(BaseModel):
 
     name: str
     description: str
-    data_schema: dict[str, Any] = Field(alias="schema")
+    data_schema: dict[str, Any] = Field(alias="schema", description="The current version's.")
+    version: int = Field(ge=1, description="The current version's number.")
+    versions: list[EventTypeVersion] = Field(description="Every version, oldest first.")
+    example: dict[str, Any] | None = Field(description="An example `data`, or null.")
+    deprecated: bool
 
 
 class EndpointHead(BaseModel):
