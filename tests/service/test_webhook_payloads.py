@@ -23,7 +23,7 @@ from ustun.service.plumbing.accounts import account_for_key
 from ustun.service.specs.event_types import CATALOGUE
 from ustun.settings import Settings
 from ustun.store import Database
-from ustun.webhooks.sending.outbox import OPT_IN
+from ustun.webhooks.operational import OPT_IN
 from webhook_support import Receiver, serving, until
 
 # The in-process client's own base: a thin payload's URL is then one it can follow.

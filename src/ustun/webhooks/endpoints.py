@@ -20,9 +20,10 @@ from ustun.webhooks import signing
 from ustun.webhooks.adapters import for_connection
 from ustun.webhooks.adapters import plans as webhook_plans
 from ustun.webhooks.brokers.destinations import Destination, redact
+from ustun.webhooks.operational import ENDPOINT_DISABLED
 from ustun.webhooks.records import Endpoint
 from ustun.webhooks.secretbox import SecretBox
-from ustun.webhooks.sending.outbox import ENDPOINT_DISABLED, emit
+from ustun.webhooks.sending.outbox import emit
 from ustun.webhooks.sending.quotas import check_endpoint_room
 from ustun.webhooks.store import cap
 
@@ -230,10 +231,11 @@ async def disable(uow: UnitOfWork, endpoint_id: str, reason: str) -> bool:
 
 async def log_disabled(uow: UnitOfWork, row: Endpoint) -> None:
     """Log `endpoint.disabled` for an endpoint row this unit of work has just disabled."""
-    data = {
-        "id": row.id,
-        "object": "webhook_endpoint",
-        "url": row.url,
-        "reason": row.disabled_reason,
-    }
-    await emit(uow, row.account_id, ENDPOINT_DISABLED, data)
+    await log_change(uow, row, ENDPOINT_DISABLED, row.disabled_reason or "")
+
+
+async def log_change(uow: UnitOfWork, row: Endpoint, event_type: str, reason: str) -> None:
+    """Emit the operational event `event_type` about the endpoint `row` this unit of work has
+    just changed, on its transaction: it is sent iff the change commits."""
+    data = {"id": row.id, "object": "webhook_endpoint", "url": row.url, "reason": reason}
+    await emit(uow, row.account_id, event_type, data)

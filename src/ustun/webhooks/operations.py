@@ -26,6 +26,7 @@ from ustun.webhooks.adapters import for_connection, for_database
 from ustun.webhooks.addresses import resolution_refusal, url_refusal
 from ustun.webhooks.brokers import destinations
 from ustun.webhooks.brokers.destinations import NATS, RABBITMQ
+from ustun.webhooks.operational import ENDPOINT_ENABLED
 from ustun.webhooks.records import Delivery, Endpoint, Event
 from ustun.webhooks.retention import refuse_expunged
 from ustun.webhooks.secretbox import SecretBox
@@ -35,6 +36,7 @@ from ustun.webhooks.states import Change, Status, sources, transition
 from ustun.webhooks.store import Attempt
 
 DISABLED_BY_REQUEST = "disabled by request"
+ENABLED_BY_REQUEST = "enabled by request"
 # What `recover` sends again: the statuses a resend may leave that did not end in success.
 RECOVERABLE = tuple(s for s in sources(Change.RESEND) if s in (Status.FAILED, Status.DEAD))
 # The body field that names a broker endpoint's destination, by kind.
@@ -195,7 +197,8 @@ async def update_endpoint(
     *,
     allow_private: bool,
 ) -> Endpoint:
-    """Change the fields in `change` if `pre` holds; `enabled: False` disables (and logs it).
+    """Change the fields in `change` if `pre` holds; `enabled` false disables, true enables a
+    disabled endpoint (each emits its operational event, in the same transaction).
 
     The change is one UPDATE of the columns it names, applied to the row as it is then: a
     concurrent change of other fields is kept. A new `url`, `exchange` or `subject` is checked
@@ -215,10 +218,12 @@ async def update_endpoint(
         )
     values["updated_at"] = clock.now()
     async with db.unit_of_work() as uow:
-        row, disabled = await for_database(db).change_endpoint(
+        row, toggled = await for_database(db).change_endpoint(
             uow, account_id, endpoint_id, pre, values, enabled=enabled, reason=DISABLED_BY_REQUEST
         )
-        if disabled:
+        if toggled and row.enabled:
+            await endpoints.log_change(uow, row, ENDPOINT_ENABLED, ENABLED_BY_REQUEST)
+        elif toggled:
             await endpoints.log_disabled(uow, row)
     return row
 

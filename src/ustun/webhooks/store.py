@@ -191,8 +191,12 @@ class WebhookStore(ReceivingStore, Protocol):
         of those that still exist (a deleted endpoint's are gone with it)."""
         ...
 
-    async def clear_failing(self, uow: UnitOfWork, endpoint_ids: Collection[str]) -> None:
-        """End the failing streak of those endpoints."""
+    async def clear_failing(self, uow: UnitOfWork, endpoint_ids: Collection[str]) -> list[Endpoint]:
+        """End the failing streak of those endpoints; the rows of those this ended."""
+        ...
+
+    async def held(self, uow: UnitOfWork, delivery_ids: Collection[str], token: str) -> set[str]:
+        """Those deliveries the lease `token` still holds, locked until `uow` ends."""
         ...
 
     async def mark_failing(
@@ -231,7 +235,8 @@ class WebhookStore(ReceivingStore, Protocol):
         reason: str,
     ) -> tuple[Endpoint, bool]:
         """Apply `values` (and `enabled`) by compare-and-set; the new row, and whether this
-        change is what disabled it (for `reason`). Re-enabling clears the failing streak."""
+        change is what disabled (for `reason`) or enabled it. Re-enabling clears the failing
+        streak."""
         ...
 
     async def delete_endpoint(

@@ -14,7 +14,6 @@ from sqlalchemy import (
     ColumnElement,
     Row,
     Table,
-    case,
     delete,
     func,
     insert,
@@ -62,14 +61,27 @@ class SqlStore:
         rows = await conn.execute(select(endpoints).where(endpoints.c.id.in_(endpoint_ids)))
         return [Endpoint._make(row) for row in rows]
 
-    async def clear_failing(self, uow: UnitOfWork, endpoint_ids: Collection[str]) -> None:
-        """End the failing streak of those endpoints."""
+    async def clear_failing(self, uow: UnitOfWork, endpoint_ids: Collection[str]) -> list[Endpoint]:
+        """End the failing streak of those endpoints; the rows of those this ended."""
         e = endpoints
-        await uow.conn.execute(
+        found = await uow.conn.execute(
             update(e)
             .where(e.c.id.in_(endpoint_ids), e.c.failing_since.is_not(None))
             .values(failing_since=None)
+            .returning(*e.c)
         )
+        return [Endpoint._make(row) for row in found]
+
+    async def held(self, uow: UnitOfWork, delivery_ids: Collection[str], token: str) -> set[str]:
+        """Those deliveries this worker's lease `token` still holds, locked (PostgreSQL) until
+        `uow` ends, so a `settle` with the token later in it applies to exactly these."""
+        d = deliveries
+        found = await uow.conn.scalars(
+            select(d.c.id)
+            .where(d.c.id.in_(delivery_ids), d.c.lease_token == token)
+            .with_for_update()
+        )
+        return set(found.all())
 
     async def mark_failing(
         self, uow: UnitOfWork, endpoint_ids: Collection[str], now: datetime
@@ -116,13 +128,27 @@ class SqlStore:
         enabled: bool | None,
         reason: str,
     ) -> tuple[Endpoint, bool]:
-        """A PATCH as one compare-and-set; says whether this change disabled the endpoint."""
+        """A PATCH as one compare-and-set; says whether this change enabled or disabled the
+        endpoint (it was not already)."""
         c = endpoints.c
         key = _key(account_id, endpoint_id)
         if enabled is True:
             # Re-enabling clears the failure streak; enabling an enabled endpoint keeps it.
-            streak = case((c.enabled.is_(True), c.failing_since), else_=None)
-            values = {**values, "enabled": True, "disabled_reason": None, "failing_since": streak}
+            enabling = {**values, "enabled": True, "disabled_reason": None, "failing_since": None}
+            try:
+                row = await compare_and_set(
+                    uow.conn,
+                    endpoints,
+                    where=key,
+                    pre=pre,
+                    values=enabling,
+                    method="PATCH",
+                    guard=c.enabled.is_(False),
+                )
+            except GuardRejected:
+                pass  # Already enabled: the rest of the change still applies, below.
+            else:
+                return Endpoint._make(row), True
         elif enabled is False:
             disabling = {**values, "enabled": False, "disabled_reason": reason}
             try:

@@ -24,20 +24,23 @@ from ustun import ids
 from ustun.store.plans import Plan, count, rows
 from ustun.store.statements import Statement
 from ustun.store.tables import accounts
+from ustun.webhooks.operational import wildcard
 from ustun.webhooks.sending.wakeup import CHANNEL
 from ustun.webhooks.states import Status
 from ustun.webhooks.tables import deliveries, endpoints, events, inbox
 
 # The event row and, in the same statement, the ids of the endpoints that get a delivery: the
 # account's enabled ones whose filter (`webhooks.patterns.matches`: `*`, an exact type or
-# `prefix.*`) selects the type, or only `:endpoint_id` when given. Space-separated, NULL if none.
+# `prefix.*`) selects the type, or only `:endpoint_id` when given. `*` selects it only if it
+# equals `:wildcard` (`webhooks.operational.wildcard`: never for an opt-in operational type).
+# Space-separated, NULL if none.
 # Each dialect fills in its aggregate and JSON array reader.
 _INSERT_EVENT = """INSERT INTO webhook_events (id, account_id, type, data, object_url, created_at)
 VALUES (:id, :account_id, :type, :data, :object_url, :created_at)
 RETURNING (SELECT {agg} FROM webhook_endpoints AS ep
   WHERE ep.account_id = :account_id AND ep.enabled
     AND (ep.id = :endpoint_id OR (:endpoint_id IS NULL AND EXISTS ({patterns}
-      WHERE {p} = '*' OR {p} = :type
+      WHERE {p} = :wildcard OR {p} = :type
         OR (substr({p}, length({p}) - 1) = '.*'
             AND substr(:type, 1, length({p}) - 1) = substr({p}, 1, length({p}) - 1))))))
   AS targets"""
@@ -97,7 +100,8 @@ def emit(event: Mapping[str, Any], endpoint_id: str | None, *, notify: bool) -> 
     and a pending delivery of it to each endpoint that gets it: the account's enabled endpoints
     whose filter selects its type, or only `endpoint_id` when given (and enabled). With `notify`
     (PostgreSQL), NOTIFY dispatchers when any delivery was queued. Returns the deliveries' ids."""
-    [row] = yield rows(INSERT_EVENT, {**event, "endpoint_id": endpoint_id})
+    selects = {"endpoint_id": endpoint_id, "wildcard": wildcard(event["type"])}
+    [row] = yield rows(INSERT_EVENT, {**event, **selects})
     targets = [] if row.targets is None else row.targets.split(" ")
     queued = []
     for target in targets:

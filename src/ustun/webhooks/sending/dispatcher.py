@@ -44,19 +44,22 @@ from ustun.webhooks import endpoints as endpoint_ops
 from ustun.webhooks import retention
 from ustun.webhooks.adapters import for_database
 from ustun.webhooks.brokers import Brokers
+from ustun.webhooks.operational import ATTEMPT_EXHAUSTED, ENDPOINT_RECOVERED, OPERATIONAL
 from ustun.webhooks.records import EXPUNGED_DATA
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.sending import message, transport
+from ustun.webhooks.sending.outbox import emit
 from ustun.webhooks.sending.pacing import Pacer
 from ustun.webhooks.sending.schedule import RETRY_AFTER_STATUSES, retry_delay
 from ustun.webhooks.sending.verdict import ABORTED_BY_RECEIVER, Verdict, verdict
 from ustun.webhooks.sending.wakeup import doorbell
-from ustun.webhooks.states import Change, transition
+from ustun.webhooks.states import Change, Status, transition
 from ustun.webhooks.store import Attempt, Claim, Settlement
 
 log = logging.getLogger("ustun.webhooks")
 
 DISABLE_AFTER = timedelta(days=5)
+RECOVERED_REASON = "a delivery succeeded after failures"
 WRITE_BATCH = 512
 # A flush waits up to WRITE_DELAY for more outcomes, but no longer than WRITE_QUIET after the
 # last one: a claimed batch's answers arrive together, and one transaction records them all.
@@ -98,6 +101,18 @@ class _Batch:
     healthy: set[str] = field(default_factory=set)
     failing: set[str] = field(default_factory=set)
     gone: set[str] = field(default_factory=set)
+    # Deliveries given up (`dead`) whose event is not operational: each gets its
+    # `message.attempt.exhausted`, if this worker's settlement of it commits.
+    exhausted: list[_Exhausted] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Exhausted:
+    claim: Claim
+    endpoint_id: str
+    attempts: int
+    last_status: int | None
+    last_error: str | None
 
 
 class Dispatcher:
@@ -393,9 +408,19 @@ class Dispatcher:
                     next_at = now + timedelta(seconds=delay)
                     due = time.monotonic() + delay
                     self._soonest = due if self._soonest is None else min(self._soonest, due)
-        batch.updates.append(
-            Settlement(item.id, transition(item.status, change).value, attempts_made, next_at)
-        )
+        status = transition(item.status, change)
+        batch.updates.append(Settlement(item.id, status.value, attempts_made, next_at))
+        if status is Status.DEAD and item.event_type not in OPERATIONAL:  # no loop
+            last = batch.attempts[-1] if outcome is not None else None
+            batch.exhausted.append(
+                _Exhausted(
+                    item,
+                    result.endpoint_id,
+                    attempts_made,
+                    None if last is None else last.status_code,
+                    result.reason if last is None else last.error,
+                )
+            )
 
     async def _record(self, results: list[_Result]) -> None:
         now = clock.now()
@@ -403,7 +428,13 @@ class Dispatcher:
         for result in results:
             self._plan(result, now, batch)
         async with self.db.unit_of_work() as uow:
+            exhausted = batch.exhausted
+            if exhausted:  # only those this settlement will make dead (the lease still held)
+                held = await self.store.held(uow, [e.claim.id for e in exhausted], self.token)
+                exhausted = [e for e in exhausted if e.claim.id in held]
             await self.store.settle(uow, batch.updates, batch.attempts, now=now, token=self.token)
+            for dead in exhausted:
+                await self._log_exhausted(uow, dead)
             await self._endpoint_health(uow, batch, now)
         if any(update.next_attempt_at is not None for update in batch.updates):
             self._wake.set()  # a retry may now be due sooner than the loop's next wake
@@ -412,7 +443,8 @@ class Dispatcher:
         """Clear or start each endpoint's failing streak; disable on 410 or 5 days of failure."""
         recovered = batch.healthy & self._failing
         if recovered:
-            await self.store.clear_failing(uow, recovered)
+            for row in await self.store.clear_failing(uow, recovered):
+                await endpoint_ops.log_change(uow, row, ENDPOINT_RECOVERED, RECOVERED_REASON)
             self._failing -= recovered
         failing = batch.failing - batch.healthy
         self._failing |= failing
@@ -423,6 +455,25 @@ class Dispatcher:
                 await endpoint_ops.disable(uow, endpoint_id, "failing for 5 days")
         for endpoint_id in batch.gone:
             await endpoint_ops.disable(uow, endpoint_id, "the endpoint answered 410 Gone")
+
+    async def _log_exhausted(self, uow: UnitOfWork, dead: _Exhausted) -> None:
+        """Emit `message.attempt.exhausted` for a delivery this transaction makes dead."""
+        endpoint = self._endpoints.get(dead.endpoint_id)
+        if endpoint is None:
+            return  # deleted, and its deliveries with it
+        item = dead.claim
+        data = {
+            "object": "delivery",
+            "delivery_id": item.id,
+            "endpoint_id": endpoint.id,
+            "url": endpoint.url,
+            "event_id": item.event_id,
+            "event_type": item.event_type,
+            "attempts": dead.attempts,
+            "last_status": dead.last_status,
+            "last_error": dead.last_error,
+        }
+        await emit(uow, endpoint.account_id, ATTEMPT_EXHAUSTED, data)
 
 
 def _release(counts: Counter[str], key: str) -> None:

@@ -23,19 +23,6 @@ from ustun.webhooks.sending import message
 from ustun.webhooks.sending.wakeup import doorbell
 
 PING = "ping"
-ENDPOINT_DISABLED = "endpoint.disabled"
-ENDPOINT_ENABLED = "endpoint.enabled"
-ENDPOINT_RECOVERED = "endpoint.recovered"
-ATTEMPT_EXHAUSTED = "message.attempt.exhausted"
-# Operational events: about the webhooks themselves, emitted by the pillar. A delivery of one that
-# is dead-lettered emits no `message.attempt.exhausted` (no loop).
-OPERATIONAL = frozenset(
-    {ENDPOINT_DISABLED, ENDPOINT_ENABLED, ENDPOINT_RECOVERED, ATTEMPT_EXHAUSTED}
-)
-# Those an endpoint gets only when a pattern names them (`endpoint.*`, the exact type): `*` leaves
-# them out, so an existing `*` subscriber sees no new traffic. `endpoint.disabled` predates them
-# and stays selected by `*`.
-OPT_IN = OPERATIONAL - {ENDPOINT_DISABLED}
 
 
 async def _ring() -> None:
