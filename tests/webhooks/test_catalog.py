@@ -3,6 +3,8 @@ through the real outbox on both databases."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -185,3 +187,13 @@ def test_strict_emit_on_a_host_connection(database_url: str, strict: Catalog) ->
         emit_on(conn, "invoice.paid", {"id": "in_1", "amount": 5}, account="catalogue")
         with pytest.raises(ProblemError, match=r"data\.id"):
             emit_on(conn, "invoice.paid", {"id": "nope", "amount": 5}, account="catalogue")
+
+
+def test_emit_without_a_catalogue_loads_no_schema_library() -> None:
+    """`jsonschema` (~70 ms to import) and pydantic load only once something is registered."""
+    code = (
+        "import sys, ustun.webhooks.sending.outbox; "
+        "print([m for m in ('jsonschema', 'pydantic') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

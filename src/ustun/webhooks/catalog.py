@@ -13,16 +13,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any
 
 from ustun.errors import ProblemError
 from ustun.webhooks.patterns import is_pattern
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+    from pydantic import BaseModel
 
 MAX_NAME = 100
 """The longest event type: the width of the events' `type` column."""
@@ -61,8 +59,8 @@ class EventType:
 
 def _schema_of(name: str, schema: Mapping[str, Any] | type[BaseModel]) -> dict[str, Any]:
     """`schema` as a JSON Schema dict (a pydantic model's own), checked and bounded."""
-    if isinstance(schema, type) and issubclass(schema, BaseModel):
-        schema = schema.model_json_schema()
+    if isinstance(schema, type) and callable(getattr(schema, "model_json_schema", None)):
+        schema = schema.model_json_schema()  # a pydantic model; pydantic is not imported here
     if not isinstance(schema, Mapping):
         raise ValueError(f"{name}: a schema is a JSON Schema dict or a pydantic model class")
     try:
@@ -72,6 +70,12 @@ def _schema_of(name: str, schema: Mapping[str, Any] | type[BaseModel]) -> dict[s
     size = len(text.encode())
     if size > MAX_SCHEMA_BYTES:
         raise ValueError(f"{name}: the schema is {size} bytes, over {MAX_SCHEMA_BYTES}")
+    # Imported here: `jsonschema` costs ~70 ms to import, which a process that registers
+    # nothing (a worker, an app without a catalogue) should not pay.
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
     copied: dict[str, Any] = json.loads(text)  # a copy the caller cannot change afterwards
     try:
         validator_for(copied, default=Draft202012Validator).check_schema(copied)
@@ -83,6 +87,9 @@ def _schema_of(name: str, schema: Mapping[str, Any] | type[BaseModel]) -> dict[s
 
 def _validator(schema: dict[str, Any]) -> Validator:
     """A validator of `schema` that checks `format`s too (`date-time`, `uri`, …)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import validator_for
+
     cls = validator_for(schema, default=Draft202012Validator)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
