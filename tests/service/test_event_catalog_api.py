@@ -40,8 +40,8 @@ async def test_event_types_keep_their_fields_and_add_versions(client: httpx.Asyn
         assert served["schema"] == declared.schema
         assert served["version"] == 1
         assert served["versions"] == [{"version": 1, "schema": declared.schema}]
-        assert served["deprecated"] is False
-        assert served["example"] is None
+        assert served["deprecated"] is declared.deprecated
+        assert served["example"] == declared.example
         Draft202012Validator.check_schema(served["schema"])
 
 
