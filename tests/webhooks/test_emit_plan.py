@@ -63,7 +63,8 @@ async def test_the_emit_plan_leaves_the_same_rows_on_either_kind_of_connection(
     for (event, sent), emitted, queued in zip(
         written, (on_async, on_sync), (queued_async, queued_sync), strict=True
     ):
-        assert event == {**emitted, "txid": event["txid"], "seq": event["seq"]}
+        fresh = {"txid": event["txid"], "seq": event["seq"], "expunged_at": None}
+        assert event == {**emitted, **fresh}
         assert sorted(d["id"] for d in sent) == sorted(queued)
         assert [d["endpoint_id"] for d in sent] == sorted([every, payments])
         assert all(d["next_attempt_at"] == d["created_at"] == emitted["created_at"] for d in sent)
