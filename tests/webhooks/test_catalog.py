@@ -20,7 +20,7 @@ from ustun.store import Database
 from ustun.webhooks import catalog
 from ustun.webhooks.catalog import MAX_SCHEMA_BYTES, Catalog
 from ustun.webhooks.patterns import is_pattern
-from ustun.webhooks.sending.outbox import emit, emit_on
+from ustun.webhooks.sending.outbox import OWN_TYPES, emit, emit_on
 from ustun.webhooks.tables import events
 
 INVOICE = {
@@ -173,6 +173,17 @@ async def test_strict_emit_refuses_bad_data_and_unknown_types(
     async with db.unit_of_work() as uow:
         await emit(uow, account_id, "invoice.void", {"anything": True})
     assert await _count(db, account_id) == 2
+
+
+async def test_strict_emit_lets_ustuns_own_events_through(
+    db: Database, account_id: str, strict: Catalog
+) -> None:
+    """The app's catalogue lists its events, not ustun's: a dead letter's report or an
+    endpoint's test ping is written under a strict catalogue that lacks them."""
+    async with db.unit_of_work() as uow:
+        for own in sorted(OWN_TYPES):
+            await emit(uow, account_id, own, {"endpoint_id": "ep_1"})
+    assert await _count(db, account_id) == len(OWN_TYPES)
 
 
 async def test_emit_is_not_checked_by_default(db: Database, account_id: str) -> None:
