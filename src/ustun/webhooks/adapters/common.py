@@ -132,37 +132,26 @@ class SqlStore:
         endpoint (it was not already)."""
         c = endpoints.c
         key = _key(account_id, endpoint_id)
-        if enabled is True:
+        if enabled is not None:
             # Re-enabling clears the failure streak; enabling an enabled endpoint keeps it.
-            enabling = {**values, "enabled": True, "disabled_reason": None, "failing_since": None}
+            state = (
+                {"disabled_reason": None, "failing_since": None}
+                if enabled
+                else {"disabled_reason": reason}
+            )
+            change = {**values, "enabled": enabled, **state}
             try:
                 row = await compare_and_set(
                     uow.conn,
                     endpoints,
                     where=key,
                     pre=pre,
-                    values=enabling,
+                    values=change,
                     method="PATCH",
-                    guard=c.enabled.is_(False),
+                    guard=c.enabled.is_(not enabled),
                 )
             except GuardRejected:
-                pass  # Already enabled: the rest of the change still applies, below.
-            else:
-                return Endpoint._make(row), True
-        elif enabled is False:
-            disabling = {**values, "enabled": False, "disabled_reason": reason}
-            try:
-                row = await compare_and_set(
-                    uow.conn,
-                    endpoints,
-                    where=key,
-                    pre=pre,
-                    values=disabling,
-                    method="PATCH",
-                    guard=c.enabled.is_(True),
-                )
-            except GuardRejected:
-                pass  # Already disabled: the rest of the change still applies, below.
+                pass  # Already so: the rest of the change still applies, below.
             else:
                 return Endpoint._make(row), True
         row = await compare_and_set(
