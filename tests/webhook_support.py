@@ -13,12 +13,15 @@ from typing import Any
 import httpx
 import uvicorn
 from aiohttp import web
+from sqlalchemy import select
 from starlette.types import ASGIApp
 
 from support import free_port
 from ustun.service import create_app
 from ustun.settings import Settings
 from ustun.store import Database
+from ustun.webhooks.sending.outbox import emit
+from ustun.webhooks.tables import attempts, deliveries
 
 Reply = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # make_endpoint(url, events=("*",), **options) -> (endpoint id, secret)
@@ -192,3 +195,38 @@ async def until(condition: Callable[[], Awaitable[Any]], *, within: float = 15.0
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {within} s waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+async def send(db: Database, account_id: str, event_type: str, **data: Any) -> str:
+    """Emit `event_type` for the account with data `{"id": "pay_1", **data}`; the event's id."""
+    async with db.unit_of_work() as uow:
+        return await emit(uow, account_id, event_type, {"id": "pay_1", **data})
+
+
+async def delivery_of(db: Database, event_id: str) -> Any:
+    """The one delivery row of `event_id`."""
+    async with db.read() as conn:
+        return (
+            await conn.execute(select(deliveries).where(deliveries.c.event_id == event_id))
+        ).one()
+
+
+async def attempts_of(db: Database, delivery_id: str) -> list[Any]:
+    """The delivery's attempt rows, oldest first."""
+    async with db.read() as conn:
+        rows = await conn.execute(
+            select(attempts)
+            .where(attempts.c.delivery_id == delivery_id)
+            .order_by(attempts.c.attempted_at, attempts.c.id)
+        )
+        return list(rows)
+
+
+async def settled(db: Database, event_id: str, wanted: str) -> Any:
+    """Wait until the delivery of `event_id` has status `wanted`; its row."""
+
+    async def check() -> Any:
+        row = await delivery_of(db, event_id)
+        return row if row.status == wanted else None
+
+    return await until(check, what=f"delivery of {event_id} to be {wanted}")

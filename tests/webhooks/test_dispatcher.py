@@ -21,46 +21,20 @@ from ustun.webhooks.adapters import for_database
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.sending.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.sending.outbox import emit
-from ustun.webhooks.tables import attempts, deliveries, endpoints, events
+from ustun.webhooks.tables import deliveries, endpoints, events
 from webhook_support import (
     PUBLIC_URL,
     SCHEDULE,
     MakeEndpoint,
     Receiver,
+    attempts_of,
+    delivery_of,
     hold,
+    send,
+    settled,
     status,
     until,
 )
-
-
-async def send(db: Database, account_id: str, event_type: str, **data: Any) -> str:
-    async with db.unit_of_work() as uow:
-        return await emit(uow, account_id, event_type, {"id": "pay_1", **data})
-
-
-async def delivery_of(db: Database, event_id: str) -> Any:
-    async with db.read() as conn:
-        return (
-            await conn.execute(select(deliveries).where(deliveries.c.event_id == event_id))
-        ).one()
-
-
-async def attempts_of(db: Database, delivery_id: str) -> list[Any]:
-    async with db.read() as conn:
-        rows = await conn.execute(
-            select(attempts)
-            .where(attempts.c.delivery_id == delivery_id)
-            .order_by(attempts.c.attempted_at)
-        )
-        return list(rows)
-
-
-async def settled(db: Database, event_id: str, wanted: str) -> Any:
-    async def check() -> Any:
-        row = await delivery_of(db, event_id)
-        return row if row.status == wanted else None
-
-    return await until(check, what=f"delivery of {event_id} to be {wanted}")
 
 
 async def test_signed_delivery_verifies(

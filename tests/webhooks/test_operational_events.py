@@ -22,17 +22,11 @@ from ustun.webhooks.operational import (
 )
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.sending.dispatcher import Dispatcher
-from ustun.webhooks.sending.outbox import emit
 from ustun.webhooks.tables import deliveries, events
-from webhook_support import SCHEDULE, MakeEndpoint, Receiver, status, until
+from webhook_support import SCHEDULE, MakeEndpoint, Receiver, send, status, until
 
 OPS = "/ops"  # the account's endpoint for operational events
 DOOMED = "/doomed"  # a business endpoint whose delivery dies
-
-
-async def send(db: Database, account_id: str, event_type: str) -> str:
-    async with db.unit_of_work() as uow:
-        return await emit(uow, account_id, event_type, {"id": "pay_1"})
 
 
 async def arrived(receiver: Receiver, path: str, event_type: str, count: int = 1) -> list[Any]:

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
-from test_dispatcher import attempts_of, send, settled
 
 from ustun.store import Database
 from ustun.webhooks.brokers import BrokerOutcome
@@ -20,7 +19,7 @@ from ustun.webhooks.sending.dispatcher import Dispatcher
 from ustun.webhooks.sending.transport import TIMED_OUT, Outcome
 from ustun.webhooks.sending.verdict import ABORTED_BY_RECEIVER, Verdict, aborts, verdict
 from ustun.webhooks.tables import endpoints
-from webhook_support import MakeEndpoint, Receiver, status
+from webhook_support import MakeEndpoint, Receiver, attempts_of, send, settled, status
 
 ABORT = {"Webhook-Delivery": "abort-message"}
 

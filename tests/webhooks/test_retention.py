@@ -29,8 +29,8 @@ from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.sending.dispatcher import DispatchConfig, Dispatcher
 from ustun.webhooks.sending.outbox import emit
 from ustun.webhooks.states import Status
-from ustun.webhooks.tables import attempts, deliveries, events
-from webhook_support import MakeEndpoint, Receiver, status, until
+from ustun.webhooks.tables import deliveries, events
+from webhook_support import MakeEndpoint, Receiver, attempts_of, delivery_of, settled, status
 
 RETENTION = 30 * 86_400.0
 
@@ -65,31 +65,6 @@ async def send(db: Database, account_id: str, **data: Any) -> str:
 async def event_row(db: Database, event_id: str) -> Any:
     async with db.read() as conn:
         return (await conn.execute(select(events).where(events.c.id == event_id))).one()
-
-
-async def delivery_of(db: Database, event_id: str) -> Any:
-    async with db.read() as conn:
-        return (
-            await conn.execute(select(deliveries).where(deliveries.c.event_id == event_id))
-        ).one()
-
-
-async def attempts_of(db: Database, delivery_id: str) -> list[Any]:
-    async with db.read() as conn:
-        found = await conn.execute(
-            select(attempts)
-            .where(attempts.c.delivery_id == delivery_id)
-            .order_by(attempts.c.attempted_at, attempts.c.id)
-        )
-        return list(found)
-
-
-async def settled(db: Database, event_id: str, wanted: str) -> Any:
-    async def check() -> Any:
-        row = await delivery_of(db, event_id)
-        return row if row.status == wanted else None
-
-    return await until(check, what=f"the delivery of {event_id} to be {wanted}")
 
 
 async def answered(receiver: Receiver, body: str) -> None:
