@@ -39,6 +39,8 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.M | re.S)
 SHOWN_ONLY = {"json": "a payload or a log line, compared by nobody"}
 README_ADDRESS = "127.0.0.1:8000"
 IDS = re.compile(r"\b(pay|la|tr|doc|job|we|evt|dlv|key)_[A-Za-z0-9]+")
+# What the ids in the event catalogue's examples (`GET /v1/event-types`) contain.
+EXAMPLE_ID = "EXAMPLE"
 PLACEHOLDER = re.compile(r"\b(pay|la|tr|doc|job|we|evt|dlv|key)_…")
 ETAG_PLACEHOLDER = re.compile(r'"\d*\.?…"')
 COMMENT = re.compile(r"\s+# (.*)$")
@@ -88,6 +90,8 @@ class Reader:
 
     def seen(self, text: str) -> None:
         for match in IDS.finditer(text):
+            if EXAMPLE_ID in match.group():
+                continue  # the event catalogue's examples name no real object
             shown = self.ids.setdefault(match.group(1), [])
             if match.group() not in shown:
                 shown.append(match.group())
