@@ -39,7 +39,9 @@ from support import (
 )
 from webhook_support import Received, Receiver, Reply, ThreadedReceiver, sleep, until
 
-pytestmark = pytest.mark.e2e
+# `alone`: the rate limit is judged by arrivals per second, which a loaded machine's stalls
+# bunch (24 in one second against 20 + 3 once, beside the rest of the suite; alone it holds).
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 
 PAYMENTS = 100
 CLIENTS = 8  # concurrent payment creators, alternating between the two servers
