@@ -37,8 +37,16 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     (ROOT, "ustun.errors", "ustun.defaults"),
     # Sans-I/O protocol: entity tags, preconditions, keys, problem details, signatures.
     ("ustun.http",),
-    # One of each, shared by all: the clock, ids, logs, instrumentation hooks, problem handlers.
-    ("ustun.clock", "ustun.ids", "ustun.logs", "ustun.instrumentation", "ustun.problems"),
+    # One of each, shared by all: the clock, ids, logs, instrumentation hooks, problem handlers,
+    # the worker's periodic loop.
+    (
+        "ustun.clock",
+        "ustun.ids",
+        "ustun.logs",
+        "ustun.instrumentation",
+        "ustun.problems",
+        "ustun.loops",
+    ),
     ("ustun.store",),
     PILLARS,
     # The service's and the CLI's settings (the pillars take their values as arguments).

@@ -7,13 +7,11 @@ hold what a burst of writes and deletes wrote, and SQLite never shrinks it by it
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 
 from ustun.defaults import DEFAULT_IDEMPOTENCY_SWEEP_INTERVAL
 from ustun.idempotency.sql import SqlRecordStore
+from ustun.loops import Loop, every
 from ustun.store.wal import checkpoint
 
 log = logging.getLogger("ustun.idempotency")
@@ -27,17 +25,12 @@ async def sweep(store: SqlRecordStore) -> int:
     return purged
 
 
-def sweeper(
-    store: SqlRecordStore, *, interval: float = DEFAULT_IDEMPOTENCY_SWEEP_INTERVAL
-) -> Callable[[asyncio.Event], Awaitable[None]]:
+def sweeper(store: SqlRecordStore, *, interval: float = DEFAULT_IDEMPOTENCY_SWEEP_INTERVAL) -> Loop:
     """A worker loop that sweeps every `interval` seconds until stopped."""
 
-    async def loop(stopping: asyncio.Event) -> None:
-        while not stopping.is_set():
-            purged = await sweep(store)
-            if purged:
-                log.info("purged %d expired idempotency records", purged)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), interval)
+    async def once() -> None:
+        purged = await sweep(store)
+        if purged:
+            log.info("purged %d expired idempotency records", purged)
 
-    return loop
+    return every(interval, once)

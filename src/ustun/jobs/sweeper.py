@@ -2,28 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from ustun.defaults import DEFAULT_JOB_SWEEP_INTERVAL
 from ustun.jobs.queue import purge
 from ustun.jobs.store import PURGE_BATCH
+from ustun.loops import Loop, every
 from ustun.store import Database
 
 
 def purge_loop(
     db: Database, *, retention: float, interval: float = DEFAULT_JOB_SWEEP_INTERVAL
-) -> Callable[[asyncio.Event], Awaitable[None]]:
+) -> Loop:
     """A worker loop that deletes finished jobs older than `retention` seconds, in batches."""
 
-    async def loop(stopping: asyncio.Event) -> None:
-        while not stopping.is_set():
-            purged = PURGE_BATCH
-            while purged == PURGE_BATCH:
-                purged = await purge(db, older_than=timedelta(seconds=retention))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), interval)
+    async def once() -> None:
+        purged = PURGE_BATCH
+        while purged == PURGE_BATCH:
+            purged = await purge(db, older_than=timedelta(seconds=retention))
 
-    return loop
+    return every(interval, once)

@@ -12,15 +12,13 @@ unsent. The sweeper expunges in short batches, one transaction each, like the ot
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from ustun import clock, ids
 from ustun.defaults import DEFAULT_WEBHOOK_SWEEP_INTERVAL
 from ustun.errors import ProblemError
+from ustun.loops import Loop, every
 from ustun.store import Database
 from ustun.webhooks.adapters import for_connection, for_database
 from ustun.webhooks.records import Event
@@ -79,16 +77,13 @@ async def sweep(db: Database, *, retention: float, now: datetime | None = None) 
 
 def sweeper(
     db: Database, *, retention: float, interval: float = DEFAULT_WEBHOOK_SWEEP_INTERVAL
-) -> Callable[[asyncio.Event], Awaitable[None]]:
+) -> Loop:
     """A worker loop that expunges the payloads older than `retention` seconds every
     `interval` seconds until stopped."""
 
-    async def loop(stopping: asyncio.Event) -> None:
-        while not stopping.is_set():
-            expunged = await sweep(db, retention=retention)
-            if expunged:
-                log.info("expunged the payloads of %d events past their retention", expunged)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), interval)
+    async def once() -> None:
+        expunged = await sweep(db, retention=retention)
+        if expunged:
+            log.info("expunged the payloads of %d events past their retention", expunged)
 
-    return loop
+    return every(interval, once)
