@@ -6,12 +6,15 @@ and a `deprecated` flag. `register(...)` adds one to the module's default `Catal
 that wants its own makes a `Catalog` and `use`s it. With `strict` on, `emit` checks every event
 against the current schema of its type (an unregistered type is refused too): a test-time
 check, off by default so that production pays one attribute read per event and nothing more.
+A type may carry its own `retry_schedule`, which the dispatcher follows for its deliveries in
+place of the default one (`USTUN_WEBHOOK_RETRY_SCHEDULE`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +31,8 @@ MAX_SCHEMA_BYTES = 64 * 1024
 """The largest schema (as compact JSON) the catalogue takes: a schema is code, not data."""
 MAX_ERRORS = 20
 """The most failing paths one refusal lists."""
+MAX_RETRIES = 100
+"""The most delays a type's retry schedule may have."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +50,8 @@ class EventType:
     example: dict[str, Any] | None = None
     deprecated: bool = False
     previous: tuple[dict[str, Any], ...] = ()
+    # Seconds before each retry of a delivery of this type; None: the dispatcher's default.
+    retry_schedule: tuple[float, ...] | None = None
 
     @property
     def version(self) -> int:
@@ -85,6 +92,19 @@ def _schema_of(name: str, schema: Mapping[str, Any] | type[BaseModel]) -> dict[s
     return copied
 
 
+def _schedule_of(name: str, delays: Sequence[float] | None) -> tuple[float, ...] | None:
+    """`delays` checked: 1 to `MAX_RETRIES` finite, non-negative numbers of seconds."""
+    if delays is None:
+        return None
+    checked = tuple(float(d) for d in delays)
+    if not 0 < len(checked) <= MAX_RETRIES or not all(math.isfinite(d) and d >= 0 for d in checked):
+        raise ValueError(
+            f"{name}: a retry schedule is 1 to {MAX_RETRIES} delays in seconds, each finite "
+            "and not negative (e.g. [5, 300, 1800])"
+        )
+    return checked
+
+
 def _validator(schema: dict[str, Any]) -> Validator:
     """A validator of `schema` that checks `format`s too (`date-time`, `uri`, …)."""
     from jsonschema import Draft202012Validator
@@ -117,17 +137,21 @@ class Catalog:
         version: int = 1,
         deprecated: bool = False,
         thin: bool = True,
+        retry_schedule: Sequence[float] | None = None,
     ) -> EventType:
         """Add `name` (version 1), or version `version` of a registered type (the next one
         only: 2 after 1); its schema becomes current. `ValueError` names what is wrong: a name
         outside the grammar, a schema that is not JSON Schema or over `MAX_SCHEMA_BYTES`, an
-        example its schema refuses, a version out of turn."""
+        example its schema refuses, a version out of turn, a retry schedule out of bounds.
+        `retry_schedule` (seconds before each retry) replaces the dispatcher's default for
+        this type's deliveries; a new version without one keeps the previous version's."""
         if not (len(name) <= MAX_NAME and "*" not in name and is_pattern(name)):
             raise ValueError(
                 f"{name!r}: an event type is dot-separated lowercase words "
                 f"(`invoice.paid`), at most {MAX_NAME} characters"
             )
         checked = _schema_of(name, schema)
+        schedule = _schedule_of(name, retry_schedule)
         known = self._types.get(name)
         expected = 1 if known is None else known.version + 1
         if version != expected:
@@ -146,6 +170,7 @@ class Catalog:
             example=example,
             deprecated=deprecated,
             previous=() if known is None else known.versions,
+            retry_schedule=schedule if schedule or known is None else known.retry_schedule,
         )
         self._types[name] = event
         self._validators[name] = validator
@@ -163,6 +188,11 @@ class Catalog:
     def get(self, name: str) -> EventType | None:
         """The event type `name`, or None."""
         return self._types.get(name)
+
+    def retry_schedule(self, name: str) -> tuple[float, ...] | None:
+        """The retry schedule `name` was registered with, or None (the default applies)."""
+        event = self._types.get(name)
+        return None if event is None else event.retry_schedule
 
     def check(self, event_type: str, data: Any) -> None:
         """Raise 422 `validation-error` if `event_type` is not registered or `data` fails its

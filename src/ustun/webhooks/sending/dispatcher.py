@@ -40,8 +40,8 @@ from ustun.defaults import (
 from ustun.http.retry_after import parse_retry_after
 from ustun.http.signature import headers as signed_headers
 from ustun.store import Database, UnitOfWork
+from ustun.webhooks import catalog, retention
 from ustun.webhooks import endpoints as endpoint_ops
-from ustun.webhooks import retention
 from ustun.webhooks.adapters import for_database
 from ustun.webhooks.brokers import Brokers
 from ustun.webhooks.operational import ATTEMPT_EXHAUSTED, ENDPOINT_RECOVERED, OPERATIONAL
@@ -400,9 +400,10 @@ class Dispatcher:
                     if outcome.status in RETRY_AFTER_STATUSES
                     else None
                 )
-                delay = retry_delay(
-                    self.config.retry_schedule, attempts_made, retry_after=retry_after
+                schedule = (
+                    catalog.active.retry_schedule(item.event_type) or self.config.retry_schedule
                 )
+                delay = retry_delay(schedule, attempts_made, retry_after=retry_after)
                 change = Change.GIVE_UP if delay is None else Change.FAIL
                 if delay is not None:
                     next_at = now + timedelta(seconds=delay)
