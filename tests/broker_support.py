@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 import uuid
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
@@ -225,12 +226,15 @@ class NatsServer:
 
 
 class Proxy:
-    """A TCP proxy to a broker on a free port: `cut()` drops every connection and refuses new
-    ones (the broker looks down to its clients), `start()` lets them through again, `freeze()`
-    keeps the connections open but passes nothing more (a broker that stopped answering)."""
+    """A TCP proxy to a broker on a free port (a TLS one, given `tls`): `cut()` drops every
+    connection and refuses new ones (the broker looks down to its clients), `start()` lets them
+    through again, `freeze()` keeps the connections open but passes nothing more (a broker that
+    stopped answering)."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, *, tls: ssl.SSLContext | None = None) -> None:
         self.target_port = target_port
+        # Given, the proxy speaks TLS to its clients (and plain TCP to the broker): a TLS port.
+        self.tls = tls
         self.port = free_port()
         self.accepted = 0
         self._server: asyncio.Server | None = None
@@ -242,7 +246,7 @@ class Proxy:
         return f"{scheme}://{userinfo}127.0.0.1:{self.port}/"
 
     async def start(self) -> Proxy:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, ssl=self.tls)
         return self
 
     async def __aenter__(self) -> Proxy:

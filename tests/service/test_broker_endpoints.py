@@ -28,9 +28,11 @@ JETSTREAM = {"kind": "nats", "url": "tls://broker.example.com:4222", "subject": 
         ({**AMQP, "url": "nats://broker.example.com"}, "body.url", "amqp:// or amqps://"),
         ({**JETSTREAM, "subject": "events.>"}, "body.subject", "without spaces or wildcards"),
         ({**AMQP, "exchange": "two words"}, "body.exchange", "the exchange must be"),
-        ({**AMQP, "url": "amqp://guest:guest@127.0.0.1:5672/"}, "body.url", "loopback address"),
-        ({**JETSTREAM, "url": "nats://10.1.2.3:4222"}, "body.url", "private address"),
-        ({**JETSTREAM, "url": "nats://localhost"}, "body.url", "loopback name"),
+        ({**AMQP, "url": "amqps://guest:guest@127.0.0.1:5671/"}, "body.url", "loopback address"),
+        ({**JETSTREAM, "url": "tls://10.1.2.3:4222"}, "body.url", "private address"),
+        ({**JETSTREAM, "url": "tls://localhost"}, "body.url", "loopback name"),
+        ({**AMQP, "url": "amqp://u:p@broker.example.com/"}, "body.url", "must use amqps:// (TLS)"),
+        ({**JETSTREAM, "url": "nats://broker.example.com"}, "body.url", "must use tls:// (TLS)"),
     ],
 )
 async def test_a_refused_broker_endpoint_is_a_422_that_says_why(

@@ -23,12 +23,12 @@ from ustun.webhooks.brokers.destinations import (
     ("kind", "url", "name"),
     [
         (RABBITMQ, "amqps://user:pw@broker.example.com/", "events"),
-        (RABBITMQ, "amqp://user:pw@broker.example.com:5673/vhost", "payments.events:v1"),
+        (RABBITMQ, "amqps://user:pw@broker.example.com:5673/vhost", "payments.events:v1"),
         (NATS, "tls://broker.example.com:4222", "events.payments"),
-        (NATS, "nats://token@broker.example.com", "a.b-c_d.E"),
+        (NATS, "tls://token@broker.example.com", "a.b-c_d.E"),
         (RABBITMQ, "amqps://8.8.8.8/", "mine.amq.topic"),
         (RABBITMQ, "amqps://8.8.8.8/vh?heartbeat=30&name=relay%20one", "events"),
-        (NATS, "nats://broker.example.com/", "JS.events.$x"),
+        (NATS, "tls://broker.example.com/", "JS.events.$x"),
     ],
 )
 def test_public_brokers_are_accepted(kind: str, url: str, name: str) -> None:
@@ -43,17 +43,20 @@ def test_public_brokers_are_accepted(kind: str, url: str, name: str) -> None:
         (NATS, "https://broker.example.com", "x", "starts with nats:// or tls://"),
         (RABBITMQ, "amqp:///vhost", "x", "no host"),
         (RABBITMQ, "amqp://broker.example.com:99999/", "x", "not a valid URL"),
-        (RABBITMQ, "amqp://broker.example.com/", "", "the exchange must be"),
-        (RABBITMQ, "amqp://broker.example.com/", "bad name", "the exchange must be"),
-        (RABBITMQ, "amqp://broker.example.com/", "x" * 256, "the exchange must be"),
-        (NATS, "nats://broker.example.com", "events.*", "the subject must be"),
-        (NATS, "nats://broker.example.com", "events.>", "the subject must be"),
-        (NATS, "nats://broker.example.com", "events..payments", "the subject must be"),
-        (NATS, "nats://broker.example.com", "events payments", "the subject must be"),
-        (NATS, "nats://broker.example.com", "", "the subject must be"),
-        (RABBITMQ, "amqp://guest:guest@127.0.0.1:5672/", "x", "127.0.0.1 is a loopback address"),
-        (NATS, "nats://10.0.0.7:4222", "x", "10.0.0.7 is a private address"),
-        (NATS, "nats://localhost:4222", "x", "loopback name"),
+        (RABBITMQ, "amqps://broker.example.com/", "", "the exchange must be"),
+        (RABBITMQ, "amqps://broker.example.com/", "bad name", "the exchange must be"),
+        (RABBITMQ, "amqps://broker.example.com/", "x" * 256, "the exchange must be"),
+        (NATS, "tls://broker.example.com", "events.*", "the subject must be"),
+        (NATS, "tls://broker.example.com", "events.>", "the subject must be"),
+        (NATS, "tls://broker.example.com", "events..payments", "the subject must be"),
+        (NATS, "tls://broker.example.com", "events payments", "the subject must be"),
+        (NATS, "tls://broker.example.com", "", "the subject must be"),
+        (RABBITMQ, "amqps://guest:guest@127.0.0.1:5671/", "x", "127.0.0.1 is a loopback address"),
+        (NATS, "tls://10.0.0.7:4222", "x", "10.0.0.7 is a private address"),
+        (NATS, "tls://localhost:4222", "x", "loopback name"),
+        (RABBITMQ, "amqp://u:p@broker.example.com/", "x", "must use amqps:// (TLS)"),
+        (NATS, "nats://broker.example.com", "events", "must use tls:// (TLS)"),
+        (NATS, "nats://8.8.8.8:4222", "events", "USTUN_WEBHOOK_ALLOW_PRIVATE=1"),
         (RABBITMQ, "amqps://169.254.169.254/", "x", "link-local"),
     ],
 )
@@ -65,7 +68,7 @@ def test_refused_destinations_say_why(kind: str, url: str, name: str, reason: st
 
 @pytest.mark.parametrize(("host", "meaning"), SPELLINGS)
 def test_every_ssrf_spelling_is_refused_as_a_broker_host(host: str, meaning: str) -> None:
-    got = refusal(Destination(NATS, f"nats://{host}:4222", "events"), allow_private=False)
+    got = refusal(Destination(NATS, f"tls://{host}:4222", "events"), allow_private=False)
     assert got is not None, host
 
 
@@ -78,10 +81,10 @@ def test_allowing_private_addresses_allows_loopback_brokers() -> None:
 
 
 async def test_a_name_that_resolves_to_a_refused_address_is_refused_before_connecting() -> None:
-    got = await route("nats://localhost:4222", allow_private=False)
+    got = await route(NATS, "tls://localhost:4222", allow_private=False)
     assert isinstance(got, str)
     assert "is a loopback address" in got
-    assert await route("nats://localhost:4222", allow_private=True) == Route(
+    assert await route(NATS, "nats://localhost:4222", allow_private=True) == Route(
         "nats://localhost:4222", "localhost"
     )
 
@@ -89,10 +92,19 @@ async def test_a_name_that_resolves_to_a_refused_address_is_refused_before_conne
 async def test_a_vetted_route_names_the_address_and_keeps_the_host_for_tls() -> None:
     """The client is handed the address that was vetted, by number (credentials, port and path
     kept): it has no name left to resolve again."""
-    got = await route("amqps://u:p@8.8.8.8:5671/vh", allow_private=False)
+    got = await route(RABBITMQ, "amqps://u:p@8.8.8.8:5671/vh", allow_private=False)
     assert got == Route("amqps://u:p@8.8.8.8:5671/vh", "8.8.8.8")
     assert not got.pinned
     assert "u:p" not in repr(got)
+
+
+async def test_a_plaintext_url_saved_before_the_tls_rule_is_refused_before_connecting() -> None:
+    got = await route(RABBITMQ, "amqp://u:p@8.8.8.8:5672/vh", allow_private=False)
+    assert got == (
+        "a rabbitmq URL must use amqps:// (TLS); the server setting "
+        "USTUN_WEBHOOK_ALLOW_PRIVATE=1 allows plain http and private addresses for development "
+        "(it takes effect when the server restarts)"
+    )
 
 
 def test_default_ports_follow_the_scheme() -> None:

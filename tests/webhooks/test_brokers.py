@@ -135,7 +135,8 @@ async def test_credentials_never_appear_in_an_outcome() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "url"), [(RABBITMQ, "amqp://guest:guest@localhost:5672/"), (NATS, NATS_URL)]
+    ("kind", "url"),
+    [(RABBITMQ, "amqps://guest:guest@localhost:5672/"), (NATS, "tls://127.0.0.1:4222")],
 )
 async def test_loopback_brokers_are_refused_unless_private_addresses_are_allowed(
     kind: str, url: str

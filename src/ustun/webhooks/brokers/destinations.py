@@ -5,7 +5,10 @@ when the endpoint is saved, and every address the name resolves to before each c
 which then goes to the address vetted (`route`), not to a second answer for the name. Its query
 options are an allow-list: the client libraries read server files and parse values from them.
 Credentials are allowed in the URL (brokers need them) and never shown: `redact` drops them,
-`scrub` removes them from a client library's error text.
+`scrub` removes them from a client library's error text. As webhooks must use https, a broker
+outside private networks must be reached over TLS (`amqps://`, `tls://`), which verifies the
+server's certificate against the URL's host; plain `amqp://` and `nats://` carry the broker's
+credentials and every event in clear, so only `USTUN_WEBHOOK_ALLOW_PRIVATE` allows them.
 """
 
 from __future__ import annotations
@@ -15,12 +18,19 @@ from dataclasses import dataclass
 
 from yarl import URL
 
-from ustun.webhooks.addresses import addresses_refusal, host_refusal, lookup
+from ustun.webhooks.addresses import (
+    ALLOW_PRIVATE_HINT,
+    addresses_refusal,
+    host_refusal,
+    lookup,
+)
 
 RABBITMQ, NATS = "rabbitmq", "nats"
 KINDS = (RABBITMQ, NATS)
 SCHEMES = {RABBITMQ: ("amqp", "amqps"), NATS: ("nats", "tls")}
 DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671, "nats": 4222, "tls": 4222}
+# The scheme of each kind that connects over TLS: the only one allowed beyond private networks.
+TLS_SCHEMES = {RABBITMQ: "amqps", NATS: "tls"}
 # AMQP 0-9-1 (amqp0-9-1.xml, domain `exchange-name`): up to 127 characters of
 # `^[a-zA-Z0-9-_.:]*$`; RabbitMQ allows 255 bytes. The empty default exchange is not a target.
 _EXCHANGE = re.compile(r"[A-Za-z0-9_.:-]{1,255}")
@@ -101,6 +111,13 @@ def name_refusal(kind: str, name: str) -> str | None:
     return None
 
 
+def _plaintext_refusal(kind: str, target: URL, *, allow_private: bool) -> str | None:
+    """Why a broker URL may not be used without TLS, or None: only where private ones may."""
+    if allow_private or target.scheme == TLS_SCHEMES[kind]:
+        return None
+    return f"a {kind} URL must use {TLS_SCHEMES[kind]}:// (TLS); {ALLOW_PRIVATE_HINT}"
+
+
 def _options_refusal(target: URL) -> str | None:
     """Why the query options or fragment of a broker URL are refused, or None."""
     if target.fragment:
@@ -130,9 +147,11 @@ def url_refusal(kind: str, url: str, *, allow_private: bool) -> str | None:
         return f"a {kind} URL starts with {' or '.join(s + '://' for s in schemes)}"
     if not target.raw_host:
         return "the URL has no host"
-    options = _options_refusal(target)
-    if options is not None:
-        return options
+    other = _options_refusal(target) or _plaintext_refusal(
+        kind, target, allow_private=allow_private
+    )
+    if other is not None:
+        return other
     return None if allow_private else host_refusal(target.raw_host)
 
 
@@ -166,17 +185,20 @@ class Route:
         return f"Route({redact(self.url)}, {self.host})"
 
 
-async def route(url: str, *, allow_private: bool) -> Route | str:
-    """Where a connection for `url` goes now, or why it may not be opened.
+async def route(kind: str, url: str, *, allow_private: bool) -> Route | str:
+    """Where a connection for a `kind` broker at `url` goes now, or why it may not be opened.
 
     Every address the host resolves to is vetted, and the client connects to the first of them
     by number: the library does not resolve the name again, so a DNS answer that changes
     between the check and the connection (rebinding) cannot lead it elsewhere. Query options
-    are checked again, for URLs saved before the allow-list.
+    and TLS are checked again, for URLs saved before those rules.
     """
-    options = _options_refusal(URL(url))
-    if options is not None:
-        return options
+    target = URL(url)
+    other = _options_refusal(target) or _plaintext_refusal(
+        kind, target, allow_private=allow_private
+    )
+    if other is not None:
+        return other
     host, port = address(url)
     if allow_private:
         return Route(url, host)

@@ -11,6 +11,7 @@ which the SSRF rules never vetted. A lost connection is reopened by the pool on 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import ssl
@@ -30,6 +31,8 @@ MSG_ID_HEADER = "Nats-Msg-Id"
 CONTENT_TYPE_HEADER = "Content-Type"
 CONTENT_TYPE = "application/json"
 CONNECTION_NAME = "ustun webhooks"
+# How long a failed connect's close may wait for its socket to finish closing (seconds).
+CLOSE_WAIT = 0.5
 
 
 async def _ignore(_: Exception) -> None:
@@ -92,9 +95,12 @@ class JetStreamPublisher:
         try:
             await client.connect(**nats_options(to, seconds))  # type: ignore[arg-type]
         except BaseException as exc:
-            # A connect cut short (error, timeout, cancellation) leaves its socket open.
+            # A connect cut short (error, timeout, cancellation) leaves its socket open. The close
+            # shuts it at once, then waits for it to finish closing: after a failed TLS handshake
+            # that wait never ends, so it is cut short.
             with contextlib.suppress(Exception):
-                await client.close()
+                async with asyncio.timeout(CLOSE_WAIT):
+                    await client.close()
             if isinstance(exc, Error | OSError | TimeoutError):
                 raise BrokerUnavailable(
                     f"cannot connect to NATS: {type(exc).__name__}: {exc}"

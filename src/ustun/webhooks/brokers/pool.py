@@ -165,7 +165,7 @@ class Brokers:
             opening.exception()
 
     async def _open(self, destination: Destination) -> Publisher:
-        to = await route(destination.url, allow_private=self.allow_private)
+        to = await route(destination.kind, destination.url, allow_private=self.allow_private)
         if isinstance(to, str):
             raise BrokerUnavailable(f"refused: {to}")
         publisher = await OPENERS[destination.kind](to, self.timeout)
