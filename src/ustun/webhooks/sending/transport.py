@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import socket
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +46,7 @@ DELIVERY_HEADER = "webhook-delivery"
 
 
 @functools.lru_cache(maxsize=4096)
-def _target(url: str, allow_private: bool) -> URL | str:
+def target(url: str, allow_private: bool) -> URL | str:
     """`url` as the `URL` aiohttp will use, or why it is refused (cached: few URLs, many sends)."""
     refusal = url_refusal(url, allow_private=allow_private)
     return URL(url) if refusal is None else refusal
@@ -112,19 +113,24 @@ async def post(
     headers: dict[str, str],
     *,
     allow_private: bool,
+    tls: ssl.SSLContext | None = None,
 ) -> Outcome:
-    """POST `body` to `url`; never raises for network trouble, it becomes the outcome's error."""
+    """POST `body` to `url` (with the endpoint's own TLS context, if it has one: a client
+    certificate, trusted authorities); never raises for network trouble, it becomes the
+    outcome's error."""
     started = time.perf_counter()
 
     def elapsed() -> float:
         return (time.perf_counter() - started) * 1000
 
-    target = _target(url, allow_private)
-    if isinstance(target, str):
-        return Outcome(None, elapsed(), error=f"refused: {target}")
+    checked = target(url, allow_private)
+    if isinstance(checked, str):
+        return Outcome(None, elapsed(), error=f"refused: {checked}")
     kwargs: dict[str, Any] = {"data": body, "headers": headers, "allow_redirects": False}
+    if tls is not None:
+        kwargs["ssl"] = tls
     try:
-        async with http.post(target, **kwargs) as response:
+        async with http.post(checked, **kwargs) as response:
             excerpt = await _excerpt(response)
             return Outcome(
                 response.status,
