@@ -53,6 +53,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("ustun.settings",),
     # What is derived from the settings' secret key: the secret box, the fingerprint keys.
     ("ustun.keys",),
+    # Consumer portal sessions: the links an app hands to one account's people.
+    ("ustun.portal",),
     # Inside the reference service, bottom up.
     ("ustun.service.plumbing",),
     ("ustun.service.resources", "ustun.service.operations"),

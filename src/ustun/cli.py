@@ -241,9 +241,17 @@ def run_migrate(settings: Settings) -> None:
 @keys.command("create")
 def keys_create(
     account: Annotated[str, typer.Option(help="Account name; created if new.")] = DEFAULT_ACCOUNT,
+    operator: Annotated[
+        bool,
+        typer.Option(
+            "--operator",
+            help="An operator key: it may also open and revoke consumer portal sessions "
+            "(POST /v1/portal-sessions) for any account. Keep it on the server's side.",
+        ),
+    ] = False,
 ) -> None:
     """Create an API key and print it, alone, on stdout."""
-    typer.echo(_run(lambda: _with_db(lambda db: create_key(db, account))))
+    typer.echo(_run(lambda: _with_db(lambda db: create_key(db, account, operator=operator))))
 
 
 async def _with_db(work: Callable[[Database], Coroutine[Any, Any, T]]) -> T:

@@ -48,6 +48,8 @@ V1_ALLOW: dict[str, set[str]] = {
     "/v1/deliveries/{delivery_id}/retry": {"POST"},
     "/v1/api-keys": {"GET", "HEAD", "POST"},
     "/v1/api-keys/{key_id}": {"DELETE"},
+    "/v1/portal-sessions": {"POST"},
+    "/v1/portal-sessions/{session_id}": {"DELETE", "GET", "HEAD"},
 }
 # Outside /v1 the same rule holds, for any router of the app.
 OTHER_ALLOW: dict[str, set[str]] = {
@@ -55,6 +57,7 @@ OTHER_ALLOW: dict[str, set[str]] = {
     "/problems/{slug}": {"GET", "HEAD"},
     "/dashboard/login": {"GET", "HEAD", "POST"},
     "/dashboard/jobs/{job_id}/cancel": {"POST"},
+    "/portal/": {"GET", "HEAD"},
 }
 METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
 

@@ -139,7 +139,9 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "unauthorized",
             401,
             "Unauthorized",
-            "Send a valid API key as `Authorization: Bearer <key>`. `ustun keys create` makes one.",
+            "Send a valid API key as `Authorization: Bearer <key>`. `ustun keys create` makes one. "
+            "A consumer portal link that expired or was revoked is refused the same way, its "
+            "`detail` saying which: ask the service that sent it for a new one.",
         ),
         ProblemType(
             "event-cursor-invalid",
@@ -217,6 +219,14 @@ CATALOGUE: Mapping[str, ProblemType] = {
             "CSRF token missing or wrong",
             "A dashboard form was posted without the CSRF token of your session. Reload the "
             "page and submit the form again.",
+        ),
+        ProblemType(
+            "forbidden",
+            403,
+            "Forbidden",
+            "The credential is valid but may not do this. A consumer portal link manages its "
+            "account's webhook endpoints, deliveries and events only; opening or revoking a "
+            "portal session takes an operator key (`ustun keys create --operator`).",
         ),
         ProblemType(
             "job-failed",

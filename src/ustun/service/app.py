@@ -13,12 +13,13 @@ from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
 from ustun.jobs import Registry
 from ustun.jobs.watch import Watch
 from ustun.keys import fingerprint_keys, secret_box
-from ustun.service import dashboard
+from ustun.service import consumer_portal, dashboard
 from ustun.service.operations import (
     api_keys,
     health,
     job_routes,
     metrics,
+    portal_sessions,
     queues,
     webhook_deliveries,
     webhook_endpoints,
@@ -139,6 +140,8 @@ def create_app(
     app.include_router(event_catalogue.router)
     app.include_router(webhook_deliveries.router)
     app.include_router(api_keys.router)
+    app.include_router(portal_sessions.router)
+    consumer_portal.install(app)
     # Inside AuthMiddleware (added after it): keys are scoped by the authenticated account.
     app.add_middleware(
         IdempotencyMiddleware,

@@ -1,4 +1,5 @@
-"""Tables every layer shares: tenancy (accounts, their API keys, dashboard sessions), metadata.
+"""Tables every layer shares: tenancy (accounts, their API keys, dashboard and portal sessions),
+metadata.
 
 Pillars and the service declare their own tables on this `metadata`; the schema itself only
 changes through migrations in `ustun/store/migrations/versions/`.
@@ -6,7 +7,7 @@ changes through migrations in `ustun/store/migrations/versions/`.
 
 from __future__ import annotations
 
-from sqlalchemy import Column, ForeignKey, MetaData, String, Table
+from sqlalchemy import Boolean, Column, ForeignKey, MetaData, String, Table, Text, false
 
 from ustun.store.types import UTCDateTime
 
@@ -33,6 +34,8 @@ api_keys = Table(
     Column("last_used_at", UTCDateTime(), nullable=True),
     # A revoked key is kept (listed, never accepted again).
     Column("revoked_at", UTCDateTime(), nullable=True),
+    # An operator key may also open and revoke consumer portal sessions of any account.
+    Column("operator", Boolean(), nullable=False, server_default=false()),
 )
 
 # One row per dashboard login; logout deletes it, revoking its key ends it.
@@ -45,4 +48,21 @@ dashboard_sessions = Table(
     Column("api_key_id", String(40), ForeignKey("api_keys.id"), nullable=False, index=True),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("expires_at", UTCDateTime(), nullable=False, index=True),
+)
+
+# One row per consumer portal link (`ustun.portal`): revocable, it ends at `expires_at`.
+portal_sessions = Table(
+    "portal_sessions",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False, index=True),
+    # SHA-256 of the link's token (256 random bits, like a key): the token itself is not kept.
+    Column("token_hash", String(64), nullable=False, unique=True),
+    # The event types the link may subscribe to, as a JSON list; NULL: the whole catalogue.
+    Column("event_types", Text(), nullable=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("expires_at", UTCDateTime(), nullable=False),
+    Column("revoked_at", UTCDateTime(), nullable=True),
+    # The operator key that opened it (None: opened through the library, `ustun.portal.link`).
+    Column("created_by", String(40), ForeignKey("api_keys.id"), nullable=True),
 )

@@ -18,6 +18,7 @@ from ustun.service.operations.webhook_events import render_event
 from ustun.service.plumbing.bodies import Moment
 from ustun.service.plumbing.conditional import Conditions, conditional_get
 from ustun.service.plumbing.deps import DB, AppSettings, Box, CurrentAccount, Cursor, Limit
+from ustun.service.plumbing.portal_access import check_events
 from ustun.store import Database
 from ustun.webhooks import operations, signing
 from ustun.webhooks.adapters import for_database
@@ -81,10 +82,12 @@ async def create_endpoint(
     db: DB,
     box: Box,
     settings: AppSettings,
+    request: Request,
     response: Response,
 ) -> dict[str, Any]:
     """Subscribe a URL or a broker destination; an HMAC signing `secret` is in this response
     and never again."""
+    check_events(request, body.events)
     row, secret = await operations.create_endpoint(
         db,
         box,
@@ -132,12 +135,14 @@ async def update_endpoint(
     db: DB,
     box: Box,
     settings: AppSettings,
+    request: Request,
     response: Response,
     pre: Conditions,
 ) -> dict[str, Any]:
     """Change the URL (exchange, subject), filters, payload, limits; `enabled: false`
     disables (and logs it)."""
     change = body.model_dump(exclude_unset=True)
+    check_events(request, change.get("events"))
     nulled = [name for name, value in change.items() if value is None and name != "rate_limit"]
     if nulled:
         raise ProblemError(

@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import clock, ids
+from ustun.portal import PortalSession
 from ustun.store import Database
 from ustun.store.accounts import account_id as named_account
 from ustun.store.plans import run
@@ -36,10 +37,13 @@ class Account:
 
 @dataclass(frozen=True, slots=True)
 class Credential:
-    """An accepted API key: the account it acts for and the key's own id."""
+    """An accepted API key or portal token: the account it acts for and the key's own id
+    (a portal token's: its session's). `portal`: the session of a portal token (None for an
+    API key)."""
 
     account: Account
     key_id: str
+    portal: PortalSession | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +66,11 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-async def issue_key(conn: AsyncConnection, account_id: str) -> tuple[str, str]:
-    """Store a new key of `account_id`; return its id and the key in clear (shown only once)."""
+async def issue_key(
+    conn: AsyncConnection, account_id: str, *, operator: bool = False
+) -> tuple[str, str]:
+    """Store a new key of `account_id` (an operator's, if `operator`); return its id and the
+    key in clear (shown only once)."""
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     key_id = ids.new_id("key")
     await conn.execute(
@@ -73,16 +80,22 @@ async def issue_key(conn: AsyncConnection, account_id: str) -> tuple[str, str]:
             key_hash=hash_key(key),
             prefix=key[:PREFIX_LENGTH],
             created_at=clock.now(),
+            # Only when set: the column's default is false (and a key made on a database not
+            # yet at migration 0020 names no column it lacks).
+            **({"operator": True} if operator else {}),
         )
     )
     return key_id, key
 
 
-async def create_key(db: Database, account_name: str = DEFAULT_ACCOUNT) -> str:
-    """Make a new API key for `account_name` (creating the account if new); return it in clear."""
+async def create_key(
+    db: Database, account_name: str = DEFAULT_ACCOUNT, *, operator: bool = False
+) -> str:
+    """Make a new API key for `account_name` (creating the account if new; an operator key if
+    `operator`); return it in clear."""
     async with db.unit_of_work() as uow:
         account_id = await run(named_account(account_name), uow.conn)
-        _, key = await issue_key(uow.conn, account_id)
+        _, key = await issue_key(uow.conn, account_id, operator=operator)
     return key
 
 
@@ -129,6 +142,13 @@ async def authenticate(db: Database, key: str) -> Credential | None:
                 .values(last_used_at=now)
             )
     return Credential(Account(id=row.account_id, name=row.name), row.id)
+
+
+async def is_operator(db: Database, key_id: str) -> bool:
+    """Whether the key `key_id` is an operator's (read when needed, not on every request)."""
+    async with db.read() as conn:
+        found = await conn.scalar(select(api_keys.c.operator).where(api_keys.c.id == key_id))
+    return bool(found)
 
 
 async def account_for_key(db: Database, key: str) -> Account | None:

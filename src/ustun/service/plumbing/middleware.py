@@ -8,13 +8,15 @@ from urllib.parse import unquote_to_bytes
 
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ustun import ids, logs
+from ustun import ids, logs, portal
 from ustun.http.ratelimit import RatePolicy, TokenBucket
 from ustun.http.retry_after import format_retry_after
 from ustun.service.plumbing.accounts import Credential, authenticate, hash_key
 from ustun.service.plumbing.auth_failures import FailureLimiter
+from ustun.service.plumbing.portal_access import allows, authenticate_portal
 from ustun.service.plumbing.problems import problem_response
 from ustun.store import Database
 from ustun.store.engine import on_behalf_of
@@ -199,8 +201,20 @@ class KeyCache:
             del self._entries[key_hash]
 
 
+NO_KEY = "Missing or unknown API key: send `Authorization: Bearer <key>`."
+
+
+def _unauthorized(scope: Scope, detail: str) -> Response:
+    """401 `unauthorized` saying why, with the challenge of RFC 6750 §3."""
+    return problem_response(
+        Request(scope), "unauthorized", detail, headers={"www-authenticate": 'Bearer realm="ustun"'}
+    )
+
+
 class AuthMiddleware:
-    """Require `Authorization: Bearer <key>` under `prefix`; put the `Account` in scope state.
+    """Require `Authorization: Bearer <key>` under `prefix`; put the `Account` (and the whole
+    `Credential`) in scope state. A portal token (`ptl_…`) acts as its session's account on the
+    routes `portal_access.allows` lists, and is refused (403 `forbidden`) on any other.
 
     Accepted keys are cached (`KeyCache`), so a hot API does not read the key table per
     request. The failure limiter throttles failures, never credentials: a valid key always
@@ -231,33 +245,56 @@ class AuthMiddleware:
         authorization = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
         scheme, _, key = authorization.decode("latin-1").partition(" ")
         key = key.strip()
-        credential = None
-        if scheme.lower() == "bearer" and key:
-            digest = hash_key(key)
-            credential = self.cache.get(digest)
-            if credential is None:
-                ticket = self.cache.ticket()
-                credential = await authenticate(self.db, key)
-                if credential is None:
-                    request = Request(scope)
-                    refusal = self.failures.failed(request.client.host if request.client else None)
-                    if refusal is not None:
-                        response = problem_response(
-                            request, refusal.slug, refusal.detail, headers=refusal.headers
-                        )
-                        await response(scope, receive, send)
-                        return
-                else:
-                    self.cache.put(digest, credential, ticket)
-        if credential is None:
-            response = problem_response(
-                Request(scope),
-                "unauthorized",
-                "Missing or unknown API key: send `Authorization: Bearer <key>`.",
-                headers={"www-authenticate": 'Bearer realm="ustun"'},
-            )
-            await response(scope, receive, send)
+        bearer = scheme.lower() == "bearer" and bool(key)
+        checked: Credential | Response | None = None
+        if bearer and key.startswith(portal.TOKEN_PREFIX):
+            checked = await self._portal(scope, key)
+        else:
+            checked = await self._key(scope, key) if bearer else None
+        if isinstance(checked, Response):
+            await checked(scope, receive, send)
             return
-        scope.setdefault("state", {})["account"] = credential.account
-        with on_behalf_of(credential.account.id):  # a fair share of the write connections
+        if checked is None:
+            await _unauthorized(scope, NO_KEY)(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        state["account"] = checked.account
+        state["credential"] = checked
+        with on_behalf_of(checked.account.id):  # a fair share of the write connections
             await self.app(scope, receive, send)
+
+    async def _key(self, scope: Scope, key: str) -> Credential | Response | None:
+        """The credential of an API key (cached), else None, or the limiter's refusal."""
+        digest = hash_key(key)
+        credential = self.cache.get(digest)
+        if credential is None:
+            ticket = self.cache.ticket()
+            credential = await authenticate(self.db, key)
+            if credential is None:
+                return self._failed(scope)
+            self.cache.put(digest, credential, ticket)
+        return credential
+
+    async def _portal(self, scope: Scope, token: str) -> Credential | Response:
+        """The credential of a live portal token on a route it may call, else the refusal:
+        401 saying why (unknown, expired, revoked), 403 `forbidden` on any other route.
+        Never cached: a link stops working the moment it expires or is revoked."""
+        found = await authenticate_portal(self.db, token)
+        if isinstance(found, str):
+            return self._failed(scope) or _unauthorized(scope, found)
+        if not allows(scope["method"], scope["path"]):
+            return problem_response(
+                Request(scope),
+                "forbidden",
+                "A portal link manages its account's webhook endpoints, deliveries and events "
+                f"only: {scope['method']} {scope['path']} needs an API key.",
+            )
+        return found
+
+    def _failed(self, scope: Scope) -> Response | None:
+        """Count a failed check against the client's address; its 429 once past the limit."""
+        request = Request(scope)
+        refusal = self.failures.failed(request.client.host if request.client else None)
+        if refusal is None:
+            return None
+        return problem_response(request, refusal.slug, refusal.detail, headers=refusal.headers)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
+from ustun.service.plumbing.portal_access import visible
 from ustun.service.specs.event_types import SERVICE_EVENTS
 from ustun.webhooks.catalog import EventType
 
@@ -27,6 +28,10 @@ def described(event: EventType) -> dict[str, Any]:
 
 
 @router.get("/v1/event-types")
-async def list_event_types() -> dict[str, Any]:
-    """The catalogue: every event type with the JSON Schema of its `data`, per version."""
-    return {"data": [described(t) for t in SERVICE_EVENTS], "next_cursor": None}
+async def list_event_types(request: Request) -> dict[str, Any]:
+    """The catalogue: every event type with the JSON Schema of its `data`, per version (a
+    portal link restricted to some types: those)."""
+    return {
+        "data": [described(t) for t in visible(request, SERVICE_EVENTS)],
+        "next_cursor": None,
+    }

@@ -409,6 +409,20 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
         }
     ),
     ("DELETE", "/v1/api-keys/{key_id}"): Notes(problems=("not-found",)),
+    ("POST", "/v1/portal-sessions"): Notes(
+        problems=("forbidden",),
+        replies={
+            201: Reply(
+                schemas.PortalSessionWithLink,
+                headers={"Location": True, "Cache-Control": True},
+                description="Created: `url` and `token` are shown here only (sent `no-store`).",
+            )
+        },
+    ),
+    ("GET", "/v1/portal-sessions/{session_id}"): Notes(
+        problems=("forbidden",), replies={200: Reply(schemas.PortalSession)}
+    ),
+    ("DELETE", "/v1/portal-sessions/{session_id}"): Notes(problems=("forbidden",)),
     ("GET", ENDPOINT): Notes(if_none_match=True, replies={200: _ENDPOINT_REPLY}),
     ("PATCH", ENDPOINT): Notes(if_match="optional", replies={200: _ENDPOINT_REPLY}),
     ("DELETE", ENDPOINT): Notes(if_match="optional"),

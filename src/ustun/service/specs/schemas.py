@@ -210,6 +210,32 @@ class ApiKeyWithKey(ApiKey):
     key: str = Field(description="Send as `Authorization: Bearer <key>`; never shown again.")
 
 
+class PortalSession(BaseModel):
+    """A consumer portal session: one account's link, never its token."""
+
+    model_config = _OPEN
+
+    id: str = _id("ps")
+    object: Literal["portal_session"]
+    account: str = Field(description="The account's name.")
+    event_types: list[str] | None = Field(
+        description="The event types the link may subscribe to and sees; null: all."
+    )
+    created_at: Timestamp
+    expires_at: Timestamp
+    revoked_at: Timestamp | None
+    created_by: str | None = Field(description="The operator key (`key_…`) that opened it.")
+
+
+class PortalSessionWithLink(PortalSession):
+    """A portal session as opened: the only answer that shows its link and token."""
+
+    url: str = Field(
+        description="`<USTUN_PUBLIC_URL>/portal/#token=<token>`: hand it to the account's people."
+    )
+    token: str = Field(description="`ptl_…`: the link's bearer token; never shown again.")
+
+
 class Event(BaseModel):
     """An event of the log, as a receiver gets it (plus `object`)."""
 
