@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -84,28 +85,31 @@ def _equal(wanted: Any, value: Any) -> bool:
     )
 
 
-def _ordered(test: Callable[[Any, Any], bool], bound: Any) -> Callable[[Any], bool]:
-    if isinstance(bound, str):
-        return lambda value: isinstance(value, str) and test(value, bound)
-    return lambda value: _is_number(value) and test(value, bound)
-
-
-def _member(values: Sequence[Any]) -> Callable[[Any], bool]:
-    return lambda value: value is not _MISSING and any(_equal(w, value) for w in values)
-
-
-# Each operator's test of the value at a path (`_MISSING` when there is none).
-_TESTS: dict[str, Callable[[Any], Callable[[Any], bool]]] = {
-    "$eq": lambda wanted: lambda value: value is not _MISSING and _equal(wanted, value),
-    "$ne": lambda wanted: lambda value: value is _MISSING or not _equal(wanted, value),
-    "$gt": lambda bound: _ordered(lambda v, b: v > b, bound),
-    "$gte": lambda bound: _ordered(lambda v, b: v >= b, bound),
-    "$lt": lambda bound: _ordered(lambda v, b: v < b, bound),
-    "$lte": lambda bound: _ordered(lambda v, b: v <= b, bound),
-    "$in": _member,
-    "$nin": lambda values: (lambda member: lambda value: not member(value))(_member(values)),
-    "$exists": lambda wanted: lambda value: (value is not _MISSING) is wanted,
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {
+    "$gt": operator.gt,
+    "$gte": operator.ge,
+    "$lt": operator.lt,
+    "$lte": operator.le,
 }
+
+
+def _test(op: str, operand: Any) -> Callable[[Any], bool]:
+    """The test `{op: operand}` makes of the value at a path (`_MISSING` when there is none,
+    which `_equal` finds equal to nothing)."""
+    if op in _ORDER:
+        compare = _ORDER[op]
+        if isinstance(operand, str):
+            return lambda value: isinstance(value, str) and compare(value, operand)
+        return lambda value: _is_number(value) and compare(value, operand)
+    if op == "$eq":
+        return lambda value: _equal(operand, value)
+    if op == "$ne":
+        return lambda value: not _equal(operand, value)
+    if op == "$in":
+        return lambda value: any(_equal(w, value) for w in operand)
+    if op == "$nin":
+        return lambda value: not any(_equal(w, value) for w in operand)
+    return lambda value: (value is not _MISSING) is operand  # $exists
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,9 +186,8 @@ class _Where(_Node):
 
 @dataclass(frozen=True, slots=True)
 class Filter:
-    """A checked filter: `source` as given, `text` as stored."""
+    """A checked filter, and its `text` as stored."""
 
-    source: Mapping[str, Any]
     text: str
     _root: _Node
 
@@ -205,7 +208,7 @@ def parse(obj: Any) -> Filter:
     text = dumps(obj)
     if len(text) > MAX_SIZE:
         raise FilterError(ROOT, f"is {len(text)} bytes as JSON; at most {MAX_SIZE}")
-    return Filter(obj, text, root)
+    return Filter(text, root)
 
 
 @lru_cache(maxsize=CACHE_SIZE)
@@ -262,7 +265,7 @@ class _Parser:
             return _Where(path, self._operators(condition, at))
         self._count(at)
         _value(condition, at, 1)
-        return _Where(path, (_TESTS["$eq"](condition),))
+        return _Where(path, (_test("$eq", condition),))
 
     def _operators(self, condition: dict[str, Any], at: str) -> tuple[Callable[[Any], bool], ...]:
         tests = []
@@ -281,7 +284,7 @@ class _Parser:
                 )
             self._count(here)
             _operand(op, operand, here)
-            tests.append(_TESTS[op](operand))
+            tests.append(_test(op, operand))
         return tuple(tests)
 
 
