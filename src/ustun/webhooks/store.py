@@ -211,6 +211,28 @@ class WebhookStore(ReceivingStore, Protocol):
         """Those of the endpoints still enabled that have been failing since `before` or earlier."""
         ...
 
+    async def circuit_failed(
+        self,
+        uow: UnitOfWork,
+        failures: Mapping[str, int],
+        *,
+        threshold: int,
+        open_until: datetime,
+        now: datetime,
+    ) -> None:
+        """Add each endpoint's failed attempts to its circuit's count, in one statement whose
+        expressions read the stored values (concurrent batches add up); open until
+        `open_until` the circuits that reach `threshold` or are open or half-open already (a
+        failed probe). A change of the endpoint's representation: its version moves."""
+        ...
+
+    async def circuit_closed(
+        self, uow: UnitOfWork, endpoint_ids: Collection[str], now: datetime
+    ) -> None:
+        """Close those endpoints' circuits and reset their failures, writing only the rows with
+        either to clear (their version moves)."""
+        ...
+
     # Endpoints.
 
     async def endpoint(
@@ -236,7 +258,7 @@ class WebhookStore(ReceivingStore, Protocol):
     ) -> tuple[Endpoint, bool]:
         """Apply `values` (and `enabled`) by compare-and-set; the new row, and whether this
         change is what disabled (for `reason`) or enabled it. Re-enabling clears the failing
-        streak."""
+        streak and closes the circuit."""
         ...
 
     async def delete_endpoint(

@@ -14,9 +14,11 @@ from sqlalchemy import (
     ColumnElement,
     Row,
     Table,
+    case,
     delete,
     func,
     insert,
+    or_,
     select,
     tuple_,
     update,
@@ -39,6 +41,9 @@ from ustun.webhooks.tables import (
     inbox,
     reconcile_cursors,
 )
+
+# What re-enabling an endpoint starts it with: its circuit closed, no failures counted.
+_FRESH = {"circuit_failures": 0, "circuit_open_until": None}
 
 
 class SqlStore:
@@ -106,6 +111,52 @@ class SqlStore:
         )
         return list(expired.all())
 
+    async def circuit_failed(
+        self,
+        uow: UnitOfWork,
+        failures: Mapping[str, int],
+        *,
+        threshold: int,
+        open_until: datetime,
+        now: datetime,
+    ) -> None:
+        """One UPDATE of expressions over the stored values, so concurrent workers' batches add
+        up: each endpoint's failures grow by its count; a circuit reaching `threshold`, or
+        already open or half-open, opens until `open_until`."""
+        e = endpoints
+        added = case(failures, value=e.c.id, else_=0)
+        opens = or_(e.c.circuit_failures + added >= threshold, e.c.circuit_open_until.is_not(None))
+        await uow.conn.execute(
+            update(e)
+            .where(e.c.id.in_(list(failures)))
+            .values(
+                circuit_failures=e.c.circuit_failures + added,
+                circuit_open_until=case((opens, open_until), else_=e.c.circuit_open_until),
+                version=e.c.version + 1,
+                updated_at=now,
+            )
+        )
+
+    async def circuit_closed(
+        self, uow: UnitOfWork, endpoint_ids: Collection[str], now: datetime
+    ) -> None:
+        """Close the circuits of those endpoints and reset their failures; only rows with
+        either to clear are written."""
+        e = endpoints
+        await uow.conn.execute(
+            update(e)
+            .where(
+                e.c.id.in_(list(endpoint_ids)),
+                or_(e.c.circuit_failures != 0, e.c.circuit_open_until.is_not(None)),
+            )
+            .values(
+                circuit_failures=0,
+                circuit_open_until=None,
+                version=e.c.version + 1,
+                updated_at=now,
+            )
+        )
+
     async def endpoint(
         self, conn: AsyncConnection, account_id: str, endpoint_id: str
     ) -> Endpoint | None:
@@ -133,9 +184,10 @@ class SqlStore:
         c = endpoints.c
         key = _key(account_id, endpoint_id)
         if enabled is not None:
-            # Re-enabling clears the failure streak; enabling an enabled endpoint keeps it.
+            # Re-enabling clears the failure streak and closes the circuit; enabling an enabled
+            # endpoint keeps both.
             state = (
-                {"disabled_reason": None, "failing_since": None}
+                {**_FRESH, "disabled_reason": None, "failing_since": None}
                 if enabled
                 else {"disabled_reason": reason}
             )

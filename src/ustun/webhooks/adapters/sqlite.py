@@ -78,19 +78,13 @@ def _ready(
     finished: Collection[str],
     full_accounts: Collection[str],
 ) -> Select[Any]:
-    """The endpoints with a due delivery and a send slot before `horizon`, with how many
-    deliveries each has in flight (leased, less those whose request is over)."""
+    """The endpoints with a due delivery and a send slot before `horizon`, their circuit not
+    open, with how many deliveries each has in flight (leased, less those whose request is
+    over) and, half-open, leased (its probe: the outcome not recorded yet counts)."""
     d, w = deliveries, endpoints
-    leased = (
-        select(func.count())
-        .where(
-            d.c.endpoint_id == w.c.id,
-            _LEASED,
-            d.c.next_attempt_at > now,
-            d.c.id.not_in(list(finished)),
-        )
-        .scalar_subquery()
-    )
+    held = (d.c.endpoint_id == w.c.id, _LEASED, d.c.next_attempt_at > now)
+    leased = select(func.count()).where(*held, d.c.id.not_in(list(finished))).scalar_subquery()
+    probing = select(func.count()).where(*held).scalar_subquery()
     due = select(d.c.id).where(d.c.endpoint_id == w.c.id, _DUE, d.c.next_attempt_at <= now)
     return select(
         w.c.id,
@@ -99,11 +93,16 @@ def _ready(
         w.c.rate_limit,
         w.c.ordering,
         w.c.next_send_at,
+        (w.c.enabled & w.c.circuit_open_until.is_not(None)).label("half_open"),
         leased.label("leased"),
+        probing.label("probing"),
     ).where(
         w.c.id.not_in(list(skip)),
         w.c.account_id.not_in(list(full_accounts)),
         or_(w.c.rate_limit.is_(None), w.c.next_send_at.is_(None), w.c.next_send_at <= horizon),
+        or_(
+            w.c.enabled.is_(False), w.c.circuit_open_until.is_(None), w.c.circuit_open_until <= now
+        ),
         due.exists(),
     )
 
@@ -114,12 +113,15 @@ def _start(endpoint: Row[Any], now: datetime) -> datetime:
 
 
 def _room(endpoint: Row[Any], now: datetime, horizon: datetime, limit: int) -> int:
-    """How many deliveries a claim may give the endpoint: its cap less what is in flight, and
-    with a rate limit no more than the slots before `horizon`."""
+    """How many deliveries a claim may give the endpoint: its cap less what is in flight (its
+    circuit half-open: 1 less what is leased), and with a rate limit no more than the slots
+    before `horizon`."""
     slots = limit
     if endpoint.rate_limit is not None:
         ahead = (horizon - _start(endpoint, now)).total_seconds()
         slots = math.floor(ahead * endpoint.rate_limit) + 1
+    if endpoint.half_open:
+        return min(1 - int(endpoint.probing), slots)
     return min(cap(endpoint.ordering, endpoint.max_in_flight) - int(endpoint.leased), slots)
 
 
