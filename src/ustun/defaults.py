@@ -36,6 +36,10 @@ DEFAULT_REDIS_PREFIX = "ustun:idem:"
 # Delays before each webhook retry (±20 % jitter): about 3 days in all, then `dead`.
 DEFAULT_WEBHOOK_RETRY_SCHEDULE = (5, 300, 1_800, 7_200, 18_000, 36_000, 50_400, 72_000, 86_400)
 DEFAULT_WEBHOOK_TIMEOUT = 15
+# An endpoint's circuit opens after this many consecutive failed attempts (0: no breaker), and
+# stays open this many seconds before one delivery probes it (`ustun.webhooks.circuit`).
+DEFAULT_WEBHOOK_CIRCUIT_FAILURES = 5
+DEFAULT_WEBHOOK_CIRCUIT_COOLDOWN = 30
 # A worker holds claimed webhook deliveries this long before another worker may take them over.
 DEFAULT_WEBHOOK_LEASE = 60
 # Clock skew a webhook receiver accepts in `webhook-timestamp` (Standard Webhooks: 5 minutes).

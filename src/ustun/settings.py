@@ -41,6 +41,8 @@ from ustun.defaults import (
     DEFAULT_SIGNATURE_TOLERANCE,
     DEFAULT_STATEMENT_TIMEOUT,
     DEFAULT_TEST_PINGS_PER_MINUTE,
+    DEFAULT_WEBHOOK_CIRCUIT_COOLDOWN,
+    DEFAULT_WEBHOOK_CIRCUIT_FAILURES,
     DEFAULT_WEBHOOK_LEASE,
     DEFAULT_WEBHOOK_PAYLOAD_RETENTION,
     DEFAULT_WEBHOOK_RETRY_SCHEDULE,
@@ -50,6 +52,11 @@ from ustun.http.ratelimit import MAX_SF_INTEGER
 from ustun.store.engine import async_url
 
 MIN_SECRET_KEY_LENGTH = 32
+# The circuit breaker's bounds: at most 1,000 failed attempts in a row; a cool-down from 0.1 s
+# (shorter would probe about as often as no breaker retries) to a day.
+MAX_CIRCUIT_FAILURES = 1_000
+MIN_CIRCUIT_COOLDOWN = 0.1
+MAX_CIRCUIT_COOLDOWN = 86_400
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
@@ -79,6 +86,17 @@ class Settings(BaseSettings):
     webhook_timeout: float = Field(default=DEFAULT_WEBHOOK_TIMEOUT, gt=0)
     webhook_allow_private: bool = False
     webhook_lease: float = Field(default=DEFAULT_WEBHOOK_LEASE, gt=0)
+    # An endpoint's circuit breaker (`ustun.webhooks.circuit`): consecutive failed attempts that
+    # open it (0: no breaker), and the seconds it stays open before one delivery probes it.
+    webhook_circuit_failures: int = Field(
+        default=DEFAULT_WEBHOOK_CIRCUIT_FAILURES, ge=0, le=MAX_CIRCUIT_FAILURES
+    )
+    webhook_circuit_cooldown: float = Field(
+        default=DEFAULT_WEBHOOK_CIRCUIT_COOLDOWN,
+        ge=MIN_CIRCUIT_COOLDOWN,
+        le=MAX_CIRCUIT_COOLDOWN,
+        allow_inf_nan=False,
+    )
     # Days an event's payload and its attempts' response bodies are kept (`webhooks.retention`).
     webhook_payload_retention: float = Field(
         default=DEFAULT_WEBHOOK_PAYLOAD_RETENTION, gt=0, allow_inf_nan=False

@@ -17,6 +17,8 @@ def dispatch_config(settings: Settings) -> DispatchConfig:
         allow_private=settings.webhook_allow_private,
         lease=max(settings.webhook_lease, 2 * settings.webhook_timeout),
         public_url=settings.public_base_url,
+        circuit_failures=settings.webhook_circuit_failures,
+        circuit_cooldown=settings.webhook_circuit_cooldown,
     )
 
 
