@@ -151,10 +151,10 @@ async def serving(
     settings: Settings, db: Database, api_key: str, **changes: object
 ) -> AsyncIterator[httpx.AsyncClient]:
     """The service with its embedded worker (so its dispatcher), private addresses allowed, a
-    quick retry schedule and `changes` to `settings`; yields an authenticated in-process client."""
-    tuned = settings.model_copy(
-        update={"webhook_allow_private": True, "webhook_retry_schedule": "0.2,0.2", **changes}
-    )
+    quick retry schedule, no circuit breaker (unless `changes` set one) and `changes` to
+    `settings`; yields an authenticated in-process client."""
+    quick = {"webhook_retry_schedule": "0.2,0.2", "webhook_circuit_failures": 0}
+    tuned = settings.model_copy(update={"webhook_allow_private": True, **quick, **changes})
     app = create_app(tuned, db=db, worker=True)
     async with (
         app.router.lifespan_context(app),

@@ -47,6 +47,9 @@ def config() -> DispatchConfig:
         lease=10.0,
         public_url=PUBLIC_URL,
         poll_interval=0.2,
+        # No circuit breaker: these tests judge retries, which an open circuit would hold back
+        # (tests/webhooks/test_circuit_breaker.py turns it on).
+        circuit_failures=0,
     )
 
 
