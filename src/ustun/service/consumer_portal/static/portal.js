@@ -299,7 +299,7 @@
     ];
     if (item.disabled_reason) rows.splice(1, 0, ["Disabled because", item.disabled_reason]);
     if (item.circuit) {
-      const circuit = `${item.circuit.state.replace("_", "-")}` + (item.circuit.failures ? ` (${item.circuit.failures} failures)` : "");
+      const circuit = `${item.circuit.state.replace("_", "-")}` + (item.circuit.failures ? ` (${item.circuit.failures} failed attempt${item.circuit.failures === 1 ? "" : "s"} in a row)` : "");
       rows.splice(1, 0, ["Circuit", circuit]);
     }
     facts($("endpoint-facts"), rows);
