@@ -37,13 +37,14 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     (ROOT, "ustun.errors", "ustun.defaults"),
     # Sans-I/O protocol: entity tags, preconditions, keys, problem details, signatures.
     ("ustun.http",),
-    # One of each, shared by all: the clock, ids, logs, instrumentation hooks, problem handlers,
-    # the worker's periodic loop.
+    # One of each, shared by all: the clock, ids, logs, instrumentation hooks, tracing, problem
+    # handlers, the worker's periodic loop.
     (
         "ustun.clock",
         "ustun.ids",
         "ustun.logs",
         "ustun.instrumentation",
+        "ustun.tracing",
         "ustun.problems",
         "ustun.loops",
     ),

@@ -244,7 +244,7 @@ async def test_0015_indexes_pending_jobs_by_account_and_goes_down_and_up_again(
         assert await _job_indexes(db) == {"ix_jobs_pending_run_at"}
         account = await account_for_key(db, await create_key(db, "before-0015"))
         assert account is not None
-        old = [await jobs.enqueue(db, "report", account_id=i) for i in (account.id, account.id)]
+        old = [await _job_of_0014(db, account.id) for _ in range(2)]
         await upgrade(db)
         assert await _job_indexes(db) == {"ix_jobs_pending_queue"}
         new = await jobs.enqueue(db, "report")
@@ -264,6 +264,22 @@ async def test_0015_indexes_pending_jobs_by_account_and_goes_down_and_up_again(
             await conn.run_sync(down_and_up)
         await check_current(db)
         assert await _job_indexes(db) == {"ix_jobs_pending_queue"}
+
+
+async def _job_of_0014(db: Database, account_id: str) -> jobs.Job:
+    """A pending job written as 0014's code wrote it (today's writes columns added since)."""
+    job = jobs.new_job("report", account_id=account_id)
+    async with db.unit_of_work() as uow:
+        await uow.conn.execute(
+            text(
+                "INSERT INTO jobs (id, account_id, kind, status, payload, progress, attempts, "
+                "max_attempts, run_at, cancel_requested, has_result, version, created_at, "
+                "updated_at) VALUES (:id, :account, 'report', 'pending', '{}', 0, 0, 3, :now, "
+                "false, false, 1, :now, :now)"
+            ),
+            {"id": job.id, "account": account_id, "now": job.created_at},
+        )
+    return job
 
 
 async def _has(read: Callable[[], Awaitable[list[str]]], n: int) -> bool:

@@ -30,6 +30,7 @@ def _event(account_id: str) -> dict[str, Any]:
         "data": '{"id": "pay_1", "note": "100%"}',
         "object_url": "/v1/payments/pay_1",
         "created_at": clock.now(),
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
     }
 
 

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from ustun import instrumentation
+from ustun import instrumentation, tracing
 from ustun.errors import InvalidIdempotencyKey
 from ustun.http.fingerprint import matches
 from ustun.http.idempotency_key import parse_idempotency_key
@@ -25,6 +25,9 @@ from ustun.idempotency.sealing import forbids_storing
 
 # How long a duplicate is told to wait at most before it retries a key still in progress.
 IN_PROGRESS_RETRY_AFTER = 1.0
+# The attributes `count` sets on the current span: the outcome, and whether it was a replay.
+OUTCOME = "ustun.idempotency.outcome"
+REPLAYED = "ustun.idempotency.replayed"
 # Never stored, as at Stripe: the request was refused before it did anything (an unreadable
 # body or one of another media type, validation, a failed or missing precondition, rate
 # limiting), so a corrected retry may use the same key.
@@ -226,5 +229,8 @@ def keep_transactional(status: int) -> Keep:
 
 def count(outcome: str) -> None:
     """Report an outcome (executed, replayed, in-progress, reused, over-quota) to
-    instrumentation hooks: the one name every idempotency front end counts under."""
+    instrumentation hooks, the one name every idempotency front end counts under, and on the
+    current span (`ustun.tracing`)."""
     instrumentation.emit("idempotency", outcome=outcome)
+    if tracing.ENABLED:
+        tracing.annotate({OUTCOME: outcome, REPLAYED: outcome == "replayed"})

@@ -31,7 +31,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ustun import clock
+from ustun import clock, tracing
 from ustun.defaults import (
     DEFAULT_IDEMPOTENCY_LEASE,
     DEFAULT_IDEMPOTENCY_MAX_BODY,
@@ -69,6 +69,8 @@ log = logging.getLogger("ustun.idempotency")
 
 REPLAY_HEADERS = ("content-type", "location", "etag", "last-modified", "cache-control")
 REPLAYED_HEADER = "idempotent-replayed"
+# The span of a keyed request's decision and run (`ustun.tracing`); `count` sets its outcome.
+SPAN = "ustun.idempotency"
 _HEADER = HEADER.encode()
 
 
@@ -314,10 +316,11 @@ class IdempotencyMiddleware:
             keys=self._fingerprint_keys,
         )
         receive = _replaying({"type": "http.request", "body": body, "more_body": False}, receive)
-        if self.tx is not None:
-            await self._transactional(self.tx, request, scope, receive, send)
-        else:
-            await self._plain(request, scope, receive, send)
+        with tracing.span(SPAN):
+            if self.tx is not None:
+                await self._transactional(self.tx, request, scope, receive, send)
+            else:
+                await self._plain(request, scope, receive, send)
 
     async def _plain(self, req: Request, scope: Scope, receive: Receive, send: Send) -> None:
         claim = await self.store.claim(

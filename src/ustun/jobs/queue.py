@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from ustun import clock, ids
+from ustun import clock, ids, tracing
 from ustun.defaults import DEFAULT_JOB_MAX_ATTEMPTS
 from ustun.errors import ProblemError
 from ustun.http.retry_after import format_retry_after
@@ -126,6 +126,7 @@ def new_job(
         updated_at=now,
         started_at=None,
         completed_at=None,
+        traceparent=tracing.current_traceparent(),
     )
 
 

@@ -36,6 +36,8 @@ class Job:
     updated_at: datetime
     started_at: datetime | None
     completed_at: datetime | None
+    # The trace its runs join (`ustun.tracing`): None with tracing off.
+    traceparent: str | None = None
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> Job:

@@ -20,7 +20,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from ustun import ids
+from ustun import ids, tracing
 from ustun.defaults import (
     DEFAULT_JOB_CONCURRENCY,
     DEFAULT_JOB_LEASE,
@@ -230,7 +230,17 @@ class Runner:
     async def _outcome(self, kind: JobKind, ctx: JobContext) -> Outcome:
         job = ctx.job
         try:
-            result = await kind.handler(ctx)
+            # The run joins the trace of the request that enqueued the job.
+            with tracing.span(
+                "ustun.job.run",
+                parent=job.traceparent,
+                attributes={
+                    "ustun.job.id": job.id,
+                    "ustun.job.kind": job.kind,
+                    "ustun.job.attempt": job.attempts,
+                },
+            ):
+                result = await kind.handler(ctx)
         except JobCancelled:
             return Outcome(states.CANCELLED)
         except LeaseLost:

@@ -46,6 +46,9 @@ jobs = Table(
     Column("updated_at", UTCDateTime(), nullable=False),
     Column("started_at", UTCDateTime(), nullable=True),
     Column("completed_at", UTCDateTime(), nullable=True),
+    # The W3C traceparent of the span that enqueued it (`ustun.tracing`), null with tracing off:
+    # its runs join that trace (migration 0022).
+    Column("traceparent", String(55), nullable=True),
     # Partial indexes (migration 0006): a new or claimed job adds no entry to them.
     Index(
         "ix_jobs_account_id_id",

@@ -19,6 +19,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ustun import tracing
+
 log = logging.getLogger(__name__)
 
 Hook = Callable[[], Awaitable[None]]
@@ -129,19 +131,20 @@ class UnitOfWork:
         # SQLAlchemy begins the transaction at the first statement (SQLite: `BEGIN IMMEDIATE`
         # from the engine's begin event); one that executed nothing has nothing to commit.
         try:
-            try:
-                yield uow
-                for hook in uow._before:
-                    await hook()
-                alone = len(uow._last) == 1 and not _begun(conn)
-                for last in uow._last:
-                    await last(alone)
-            except BaseException:
+            with tracing.span("ustun.unit_of_work", current=ambient):
+                try:
+                    yield uow
+                    for hook in uow._before:
+                        await hook()
+                    alone = len(uow._last) == 1 and not _begun(conn)
+                    for last in uow._last:
+                        await last(alone)
+                except BaseException:
+                    if conn.in_transaction():
+                        await _roll_back(conn)
+                    raise
                 if conn.in_transaction():
-                    await _roll_back(conn)
-                raise
-            if conn.in_transaction():
-                await conn.commit()
+                    await conn.commit()
         finally:
             if token is not None:
                 _current.reset(token)

@@ -37,7 +37,7 @@ from ustun.store.statements import FastRow, Statement
 from ustun.store.tables import accounts
 
 # A new job's row: what every new job has in common is literal, the nullable columns left out
-# (NULL).
+# (NULL) but its trace context.
 INSERT = Statement(
     insert(jobs).values(
         id=bindparam("id", type_=String()),
@@ -54,6 +54,7 @@ INSERT = Statement(
         version=literal_column("1"),
         created_at=bindparam("created_at", type_=jobs.c.created_at.type),
         updated_at=bindparam("created_at", type_=jobs.c.created_at.type),
+        traceparent=bindparam("traceparent", type_=String()),
     )
 )
 
@@ -94,6 +95,7 @@ def params(job: Job) -> dict[str, Any]:
         "max_attempts": job.max_attempts,
         "run_at": job.run_at,
         "created_at": job.created_at,
+        "traceparent": job.traceparent,
     }
 
 

@@ -1,4 +1,5 @@
-"""Pure-ASGI middleware that times every request, counts it and writes one access-log line.
+"""Pure-ASGI middleware that times every request, counts it, writes one access-log line and,
+with tracing on (`ustun.tracing`), opens its server span.
 
 Requests are labelled by the matched route's path template (`/v1/payments/{id}`), never the
 raw path, so the number of label values stays bounded whatever URLs clients send.
@@ -15,6 +16,7 @@ from typing import Any
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ustun import tracing
 from ustun.logs import ACCESS_LOGGER
 from ustun.service.plumbing.metrics import Metrics
 
@@ -42,7 +44,7 @@ class RouteTemplates:
 
 
 class ObserveMiddleware:
-    """Record method, route template, status and latency of every HTTP request."""
+    """Record method, route template, status and latency of every HTTP request; trace it."""
 
     def __init__(
         self, app: ASGIApp, metrics: Metrics, openapi: Callable[[], Mapping[str, Any]]
@@ -64,21 +66,23 @@ class ObserveMiddleware:
                 status = message["status"]
             await send(message)
 
-        try:
-            await self.app(scope, receive, send_observed)
-        finally:
-            seconds = time.perf_counter() - started
-            route = self.route_template(scope)
-            self.metrics.observe_http(scope["method"], route, status, seconds)
-            log.info(
-                "%s %s %d",
-                scope["method"],
-                scope["path"],
-                status,
-                extra={
-                    "request_id": scope.get("state", {}).get("request_id"),
-                    "route": route,
-                    "status": status,
-                    "duration_ms": round(seconds * 1000, 2),
-                },
-            )
+        with tracing.server(scope["method"], scope["headers"]) as span:
+            try:
+                await self.app(scope, receive, send_observed)
+            finally:
+                seconds = time.perf_counter() - started
+                route = self.route_template(scope)
+                tracing.finish(span, method=scope["method"], route=route, status=status)
+                self.metrics.observe_http(scope["method"], route, status, seconds)
+                log.info(
+                    "%s %s %d",
+                    scope["method"],
+                    scope["path"],
+                    status,
+                    extra={
+                        "request_id": scope.get("state", {}).get("request_id"),
+                        "route": route,
+                        "status": status,
+                        "duration_ms": round(seconds * 1000, 2),
+                    },
+                )

@@ -13,7 +13,7 @@ connection, in its own transaction:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -41,8 +41,9 @@ from ustun.webhooks.tables import deliveries, endpoints, events, inbox
 # the endpoints, as before filters: an endpoint without one costs the CASE alone.
 # Each dialect fills in its aggregate, newline and JSON array reader.
 _TARGET = """CASE WHEN ep."filter" IS NULL THEN ep.id ELSE ep.id || ' ' || ep."filter" END"""
-_INSERT_EVENT = """INSERT INTO webhook_events (id, account_id, type, data, object_url, created_at)
-VALUES (:id, :account_id, :type, :data, :object_url, :created_at)
+_INSERT_EVENT = """INSERT INTO webhook_events
+  (id, account_id, type, data, object_url, created_at, traceparent)
+VALUES (:id, :account_id, :type, :data, :object_url, :created_at, :traceparent)
 RETURNING (SELECT {agg} FROM webhook_endpoints AS ep
   WHERE ep.account_id = :account_id AND ep.enabled
     AND (ep.id = :endpoint_id OR (:endpoint_id IS NULL AND EXISTS ({patterns}
@@ -101,12 +102,24 @@ INSERT_DELIVERY = Statement(
 NOTIFY = Statement(text("SELECT pg_notify(:channel, '')"))
 
 
+def traceparents(event_ids: Iterable[str]) -> Plan[dict[str, str]]:
+    """The stored trace context of each of the events that has one (`ustun.tracing`), read
+    only when tracing is on."""
+    found = yield rows(
+        select(events.c.id, events.c.traceparent).where(
+            events.c.id.in_(sorted(set(event_ids))), events.c.traceparent.is_not(None)
+        )
+    )
+    return {row.id: row.traceparent for row in found}
+
+
 def emit(event: Mapping[str, Any], endpoint_id: str | None, *, notify: bool) -> Plan[list[str]]:
-    """Insert the `event` row (its columns: id, account_id, type, data, object_url, created_at)
-    and a pending delivery of it to each endpoint that gets it: the account's enabled endpoints
-    whose `events` select its type and whose payload filter, if any, passes its data; or only
-    `endpoint_id` when given (and enabled), whatever its payload filter. With `notify`
-    (PostgreSQL), NOTIFY dispatchers when any delivery was queued. Returns the deliveries' ids."""
+    """Insert the `event` row (its columns: id, account_id, type, data, object_url, created_at,
+    traceparent) and a pending delivery of it to each endpoint that gets it: the account's
+    enabled endpoints whose `events` select its type and whose payload filter, if any, passes
+    its data; or only `endpoint_id` when given (and enabled), whatever its payload filter. With
+    `notify` (PostgreSQL), NOTIFY dispatchers when any delivery was queued. Returns the
+    deliveries' ids."""
     selects = {"endpoint_id": endpoint_id, "wildcard": wildcard(event["type"])}
     [row] = yield rows(INSERT_EVENT, {**event, **selects})
     targets = _chosen(row.targets, event["data"], filtered=endpoint_id is None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ustun import clock, ids
+from ustun import clock, ids, tracing
 from ustun.store import UnitOfWork
 from ustun.store.accounts import account_id as named_account
 from ustun.store.dbapi import DbapiConnection
@@ -26,6 +26,10 @@ from ustun.webhooks.sending.wakeup import doorbell
 PING = "ping"
 # The events ustun itself emits.
 OWN_TYPES = OPERATIONAL | {PING}
+# The span of an emit (`ustun.tracing`) and its attributes.
+EMIT_SPAN = "ustun.webhook.emit"
+EVENT_ID = "ustun.event.id"
+EVENT_TYPE = "ustun.event.type"
 
 
 async def _ring() -> None:
@@ -47,9 +51,12 @@ async def emit(
     A `strict` event catalogue refuses (422) a type it lacks or data its schema refuses.
     """
     _check(event_type, data)
-    event = new_event(account_id, event_type, data, object_url=object_url)
-    if await for_connection(uow.conn).emit(uow, event, endpoint_id):
-        uow.after_commit(_ring)
+    with tracing.span(EMIT_SPAN, attributes={EVENT_TYPE: event_type}) as span:
+        event = new_event(account_id, event_type, data, object_url=object_url)
+        if span is not None:
+            span.set_attribute(EVENT_ID, event["id"])
+        if await for_connection(uow.conn).emit(uow, event, endpoint_id):
+            uow.after_commit(_ring)
     return str(event["id"])
 
 
@@ -66,8 +73,11 @@ def emit_on(conn: DbapiConnection, event_type: str, data: dict[str, Any], *, acc
     deliveries are sent only if it commits), for the account named `account` (made on first
     use); the event's id. A `strict` event catalogue refuses (422) what `emit` refuses."""
     _check(event_type, data)
-    event = new_event(run_sync(named_account(account), conn), event_type, data)
-    run_sync(webhook_plans.emit(event, None, notify=notifies(conn)), conn)
+    with tracing.span(EMIT_SPAN, attributes={EVENT_TYPE: event_type}) as span:
+        event = new_event(run_sync(named_account(account), conn), event_type, data)
+        if span is not None:
+            span.set_attribute(EVENT_ID, event["id"])
+        run_sync(webhook_plans.emit(event, None, notify=notifies(conn)), conn)
     return str(event["id"])
 
 
@@ -75,7 +85,7 @@ def new_event(
     account_id: str, event_type: str, data: dict[str, Any], *, object_url: str | None = None
 ) -> dict[str, Any]:
     """The row of a new event of `account_id` (`ustun.webhooks.adapters.plans.emit` writes it
-    on any connection)."""
+    on any connection); its deliveries' attempts join the current span's trace."""
     return {
         "id": ids.new_id("evt"),
         "account_id": account_id,
@@ -83,6 +93,7 @@ def new_event(
         "data": message.stored_data(data),
         "object_url": object_url,
         "created_at": clock.now(),
+        "traceparent": tracing.current_traceparent(),
     }
 
 
