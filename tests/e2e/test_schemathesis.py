@@ -5,7 +5,8 @@ Nothing may be reported but the business refusals the document lists for the ope
 `If-Match` (412; a malformed one is 400), a write without a precondition (428), an event cursor
 that names no event of the account's feed (400), an id that is not there (404), a state or funds
 conflict (409), and on writes a 422 (an `Idempotency-Key` that another generated request already
-used, or a business rule no schema states, such as `from` ≠ `to`).
+used, or a business rule no schema states, such as `from` ≠ `to`); and on portal sessions a 403,
+since the run's key is not an operator's.
 """
 
 from __future__ import annotations
@@ -47,6 +48,16 @@ expected-statuses = ["400", "401", "404", "405", "409", "412", "413", "415", "42
 # 409: its two workers may send one generated Idempotency-Key at the same moment, and the
 # second is refused as `idempotency-in-progress` before its headers are looked at.
 expected-statuses = ["400", "401", "409", "415", "422", "428"]
+
+# The run's key is not an operator's: portal sessions are refused, 403 `forbidden` (documented).
+[[operations]]
+include-path-regex = '^/v1/portal-sessions'
+checks.positive_data_acceptance.expected-statuses = [
+    "2xx", "3xx", "401", "403", "404", "409", "412", "422", "428",
+]
+checks.negative_data_rejection.expected-statuses = [
+    "400", "401", "403", "404", "405", "409", "412", "413", "415", "422", "428",
+]
 
 # Its coverage phase draws no value of If-Match's grammar (`"…"` or `*`), so the default
 # "positive" case of a write that takes one sends its negative seed `0`: 400 precondition-invalid.
