@@ -41,7 +41,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.selectable import NamedFromClause
 
-from ustun import clock
+from ustun import clock, tracing
 from ustun.errors import LeaseLost
 from ustun.http.problem import problem
 from ustun.jobs import states
@@ -293,10 +293,17 @@ def _outcome_values(status: str, outcome: Outcome, now: datetime) -> dict[str, A
 
 
 async def _run_hooks(uow: UnitOfWork, changed: Sequence[Job], hooks: Sequence[FinalHook]) -> None:
+    """Run the final hooks of each job that ended; in the trace of the request that enqueued it
+    (what a hook emits is delivered in that trace too)."""
     for job in changed:
-        if job.status in (states.DONE, states.FAILED):
-            for hook in hooks:
-                await hook(uow, job)
+        if job.status in (states.DONE, states.FAILED) and hooks:
+            with tracing.span(
+                "ustun.job.final",
+                parent=job.traceparent,
+                attributes={"ustun.job.id": job.id, "ustun.job.status": job.status},
+            ):
+                for hook in hooks:
+                    await hook(uow, job)
 
 
 def _settled_done(plain: dict[str, Job], rows: Sequence[Any], now: datetime) -> list[Job]:
