@@ -157,6 +157,7 @@ def new_endpoint(
         rate_limit=rate_limit,
         max_in_flight=max_in_flight,
         ordering=ordering,
+        circuit_failures=0,
         version=1,
         signature=signature,
         public_key=signing.public_key(secret),

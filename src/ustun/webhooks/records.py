@@ -41,6 +41,8 @@ class Endpoint(NamedTuple):
     previous_secret: str | None
     previous_secret_expires_at: datetime | None
     failing_since: datetime | None
+    circuit_failures: int
+    circuit_open_until: datetime | None
     version: int
     created_at: datetime
     updated_at: datetime

@@ -64,6 +64,10 @@ endpoints = Table(
     Column("previous_secret", Text(), nullable=True),
     Column("previous_secret_expires_at", UTCDateTime(), nullable=True),
     Column("failing_since", UTCDateTime(), nullable=True),
+    # The circuit breaker (migration 0019, `webhooks.circuit`): consecutive failed attempts, and
+    # while open the time of its probe (null: closed; later than now: open; passed: half-open).
+    Column("circuit_failures", Integer(), nullable=False, server_default=text("0")),
+    Column("circuit_open_until", UTCDateTime(), nullable=True),
     Column("version", Integer(), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),

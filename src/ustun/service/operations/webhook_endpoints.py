@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict
 
+from ustun import clock
 from ustun.clock import rfc3339
 from ustun.concurrency import Version
 from ustun.defaults import DEFAULT_PAGE_SIZE
@@ -20,7 +21,7 @@ from ustun.service.plumbing.conditional import Conditions, conditional_get
 from ustun.service.plumbing.deps import DB, AppSettings, Box, CurrentAccount, Cursor, Limit
 from ustun.service.plumbing.portal_access import check_events
 from ustun.store import Database
-from ustun.webhooks import operations, signing
+from ustun.webhooks import circuit, operations, signing
 from ustun.webhooks.adapters import for_database
 from ustun.webhooks.endpoint_body import EndpointIn, EndpointPatch
 from ustun.webhooks.records import Delivery, Endpoint
@@ -55,6 +56,7 @@ def render(row: Endpoint) -> dict[str, Any]:
         "payload": row.payload,
         "enabled": row.enabled,
         "disabled_reason": row.disabled_reason,
+        "circuit": circuit.shown(row, clock.now()),
         "rate_limit": row.rate_limit,
         "max_in_flight": row.max_in_flight,
         "ordering": row.ordering,

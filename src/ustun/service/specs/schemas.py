@@ -141,6 +141,22 @@ class JobStreamEvent(BaseModel):
     )
 
 
+class EndpointCircuit(BaseModel):
+    """An endpoint's circuit breaker: after consecutive failed attempts it holds the endpoint's
+    deliveries back (`open`), then lets one through as a probe (`half_open`)."""
+
+    model_config = _OPEN
+
+    state: Literal["closed", "open", "half_open"] = Field(
+        description="`closed`: deliveries flow; `open`: none is sent until `probe_at`; "
+        "`half_open`: one delivery at a time probes the endpoint, its success closes the circuit."
+    )
+    failures: int = Field(ge=0, description="Consecutive failed attempts; a success resets it.")
+    probe_at: Timestamp | None = Field(
+        description="While not closed: when the probe may go (the end of the cool-down)."
+    )
+
+
 class WebhookEndpoint(BaseModel):
     """A URL or broker destination subscribed to event types (never with its secret)."""
 
@@ -161,6 +177,7 @@ class WebhookEndpoint(BaseModel):
     payload: Literal["full", "thin"]
     enabled: bool
     disabled_reason: str | None
+    circuit: EndpointCircuit
     rate_limit: float | None = Field(
         ge=MIN_RATE_LIMIT,
         le=MAX_RATE_LIMIT,

@@ -34,6 +34,8 @@ import aiohttp
 from ustun import clock, ids, instrumentation
 from ustun.defaults import (
     DEFAULT_DISPATCHER_MAX_IN_FLIGHT,
+    DEFAULT_WEBHOOK_CIRCUIT_COOLDOWN,
+    DEFAULT_WEBHOOK_CIRCUIT_FAILURES,
     DEFAULT_WEBHOOK_CLAIM_BATCH,
     DEFAULT_WEBHOOK_POLL_INTERVAL,
 )
@@ -81,6 +83,10 @@ class DispatchConfig:
     batch: int = DEFAULT_WEBHOOK_CLAIM_BATCH
     max_in_flight: int = DEFAULT_DISPATCHER_MAX_IN_FLIGHT
     disable_after: timedelta = DISABLE_AFTER
+    # The circuit breaker (`webhooks.circuit`): consecutive failed attempts that open an
+    # endpoint's circuit (0: no breaker), and the seconds it stays open before its probe.
+    circuit_failures: int = DEFAULT_WEBHOOK_CIRCUIT_FAILURES
+    circuit_cooldown: float = DEFAULT_WEBHOOK_CIRCUIT_COOLDOWN
 
 
 @dataclass(slots=True)
@@ -100,6 +106,8 @@ class _Batch:
     attempts: list[Attempt] = field(default_factory=list)
     healthy: set[str] = field(default_factory=set)
     failing: set[str] = field(default_factory=set)
+    # Failed attempts (`Verdict.RETRY`) by endpoint, for its circuit.
+    failed: Counter[str] = field(default_factory=Counter)
     gone: set[str] = field(default_factory=set)
     # Deliveries given up (`dead`) whose event is not operational: each gets its
     # `message.attempt.exhausted`, if this worker's settlement of it commits.
@@ -395,6 +403,7 @@ class Dispatcher:
                 change = Change.GIVE_UP
             else:
                 batch.failing.add(result.endpoint_id)
+                batch.failed[result.endpoint_id] += 1
                 retry_after = (
                     parse_retry_after(outcome.retry_after)
                     if outcome.status in RETRY_AFTER_STATUSES
@@ -441,21 +450,38 @@ class Dispatcher:
             self._wake.set()  # a retry may now be due sooner than the loop's next wake
 
     async def _endpoint_health(self, uow: UnitOfWork, batch: _Batch, now: datetime) -> None:
-        """Clear or start each endpoint's failing streak; disable on 410 or 5 days of failure."""
+        """Clear or start each endpoint's failing streak and count its circuit's failures (a
+        success closes it); disable on 410 or 5 days of failure."""
         recovered = batch.healthy & self._failing
         if recovered:
             for row in await self.store.clear_failing(uow, recovered):
                 await endpoint_ops.log_change(uow, row, ENDPOINT_RECOVERED, RECOVERED_REASON)
+            await self.store.circuit_closed(uow, recovered, now)
             self._failing -= recovered
         failing = batch.failing - batch.healthy
         self._failing |= failing
         if failing:
             await self.store.mark_failing(uow, failing, now)
+            await self._circuit_failed(uow, {e: batch.failed[e] for e in failing}, now)
             expired = await self.store.failing_since(uow, failing, now - self.config.disable_after)
             for endpoint_id in expired:
                 await endpoint_ops.disable(uow, endpoint_id, "failing for 5 days")
         for endpoint_id in batch.gone:
             await endpoint_ops.disable(uow, endpoint_id, "the endpoint answered 410 Gone")
+
+    async def _circuit_failed(
+        self, uow: UnitOfWork, failures: dict[str, int], now: datetime
+    ) -> None:
+        """Count the endpoints' failed attempts, opening a circuit at the threshold; with the
+        breaker off, close what a circuit was left open with instead."""
+        threshold = self.config.circuit_failures
+        if not threshold:
+            await self.store.circuit_closed(uow, failures, now)
+            return
+        open_until = now + timedelta(seconds=self.config.circuit_cooldown)
+        await self.store.circuit_failed(
+            uow, failures, threshold=threshold, open_until=open_until, now=now
+        )
 
     async def _log_exhausted(self, uow: UnitOfWork, dead: _Exhausted) -> None:
         """Emit `message.attempt.exhausted` for a delivery this transaction makes dead."""
