@@ -9,8 +9,9 @@ which the service accepts as that account on its webhook routes only, until the 
 expires or is revoked.
 
 `link(db, account, base_url=…)` opens one from an app that uses ustun as a library beside
-`ustun serve`; the service's `POST /v1/portal-sessions` (an operator key) runs the same
-`open_session`.
+`ustun serve` (`link_on` on a host framework's connection: `ustun.django.portal`,
+`ustun.flask.portal`); the service's `POST /v1/portal-sessions` (an operator key) runs the same
+plan, `opening`.
 """
 
 from __future__ import annotations
@@ -21,18 +22,21 @@ import secrets
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Row, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import bindparam, insert, select, update
 
 from ustun import clock, ids
 from ustun.errors import ProblemError
 from ustun.store import Database
 from ustun.store.accounts import account_id as named_account
-from ustun.store.plans import run
+from ustun.store.plans import Plan, count, rows, run, run_sync
+from ustun.store.statements import Statement
 from ustun.store.tables import accounts, portal_sessions
 from ustun.webhooks import catalog as event_catalog
+
+if TYPE_CHECKING:
+    from ustun.store.dbapi import DbapiConnection
 
 TOKEN_PREFIX = "ptl_"  # noqa: S105 (a prefix, not a secret)
 """What every portal token starts with, so that it is told from an API key at a glance."""
@@ -135,9 +139,33 @@ def checked_event_types(
 _SESSIONS = select(portal_sessions, accounts.c.name.label("account_name")).join(
     accounts, portal_sessions.c.account_id == accounts.c.id
 )
+_BY_ID = Statement(_SESSIONS.where(portal_sessions.c.id == bindparam("id")))
+_BY_HASH = Statement(_SESSIONS.where(portal_sessions.c.token_hash == bindparam("token_hash")))
+_ACCOUNT = Statement(select(accounts.c.id).where(accounts.c.name == bindparam("name")))
+_INSERT = Statement(
+    insert(portal_sessions).values(
+        {
+            name: bindparam(name, type_=portal_sessions.c[name].type)
+            for name in (
+                "id",
+                "account_id",
+                "token_hash",
+                "event_types",
+                "created_at",
+                "expires_at",
+                "created_by",
+            )
+        }
+    )
+)
+_REVOKE = Statement(
+    update(portal_sessions)
+    .where(portal_sessions.c.id == bindparam("id"), portal_sessions.c.revoked_at.is_(None))
+    .values(revoked_at=bindparam("now", type_=portal_sessions.c.revoked_at.type))
+)
 
 
-def _session(row: Row[Any]) -> PortalSession:
+def _session(row: Any) -> PortalSession:
     return PortalSession(
         id=row.id,
         account_id=row.account_id,
@@ -150,37 +178,52 @@ def _session(row: Row[Any]) -> PortalSession:
     )
 
 
-async def open_session(
-    conn: AsyncConnection,
-    account_id: str,
+def opening(
+    account: str,
     *,
     base_url: str,
     ttl: float | timedelta = DEFAULT_TTL,
     event_types: Sequence[str] | None = None,
     known_types: Collection[str],
     created_by: str | None = None,
-) -> PortalLink:
-    """Store a new session of `account_id` in the caller's transaction; return its link.
+    new_account: bool = True,
+) -> Plan[PortalLink]:
+    """Store a new session of the account named `account` and return its link, as a plan
+    (`ustun.store.plans`: run on the service's connection or a host framework's).
 
-    `known_types`: the catalogue's names, which `event_types` must each be one of."""
+    `known_types`: the catalogue's names, which `event_types` must each be one of.
+    `new_account`: make the account on first use (as `emit` does); else an unknown name is
+    422 `validation-error` (the service's route: an operator names an existing account)."""
     life = checked_ttl(ttl)
     allowed = checked_event_types(event_types, known_types)
+    if new_account:
+        account_id = yield from named_account(account)
+    else:
+        found = yield rows(_ACCOUNT, {"name": account})
+        if not found:
+            raise _refuse("account", f"no account is named {account!r}", "unknown")
+        account_id = found[0].id
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     now = clock.now()
     session_id = ids.new_id("ps")
-    await conn.execute(
-        insert(portal_sessions).values(
-            id=session_id,
-            account_id=account_id,
-            token_hash=hash_token(token),
-            event_types=None if allowed is None else json.dumps(list(allowed)),
-            created_at=now,
-            expires_at=now + life,
-            created_by=created_by,
-        )
+    yield count(
+        _INSERT,
+        {
+            "id": session_id,
+            "account_id": account_id,
+            "token_hash": hash_token(token),
+            "event_types": None if allowed is None else json.dumps(list(allowed)),
+            "created_at": now,
+            "expires_at": now + life,
+            "created_by": created_by,
+        },
     )
-    row = (await conn.execute(_SESSIONS.where(portal_sessions.c.id == session_id))).one()
-    return PortalLink(_session(row), token, link_url(base_url, token))
+    made = yield rows(_BY_ID, {"id": session_id})
+    return PortalLink(_session(made[0]), token, link_url(base_url, token))
+
+
+def _names(catalog: event_catalog.Catalog | None) -> set[str]:
+    return {event.name for event in (catalog if catalog is not None else event_catalog.active)}
 
 
 async def link(
@@ -198,47 +241,53 @@ async def link(
     `ttl`: seconds (or a timedelta), 60 s to 7 days. `event_types`: restrict what the link's
     holder may subscribe to, each a type of `catalog` (by default the active catalogue).
     A `ProblemError` (422 `validation-error`) says what is wrong with either."""
-    known = catalog if catalog is not None else event_catalog.active
-    names = {event.name for event in known}
-    checked_ttl(ttl)
-    checked_event_types(event_types, names)
+    plan = opening(
+        account, base_url=base_url, ttl=ttl, event_types=event_types, known_types=_names(catalog)
+    )
     async with db.unit_of_work() as uow:
-        account_id = await run(named_account(account), uow.conn)
-        return await open_session(
-            uow.conn,
-            account_id,
-            base_url=base_url,
-            ttl=ttl,
-            event_types=event_types,
-            known_types=names,
-        )
+        return await run(plan, uow.conn)
+
+
+def link_on(
+    conn: DbapiConnection,
+    account: str,
+    *,
+    base_url: str,
+    ttl: float | timedelta = DEFAULT_TTL,
+    event_types: Sequence[str] | None = None,
+    catalog: event_catalog.Catalog | None = None,
+) -> PortalLink:
+    """`link` on a host framework's synchronous connection, in the transaction it has open
+    (Django's, a Flask app's SQLAlchemy session's): the session exists once that commits."""
+    plan = opening(
+        account, base_url=base_url, ttl=ttl, event_types=event_types, known_types=_names(catalog)
+    )
+    return run_sync(plan, conn)
 
 
 async def find(db: Database, token: str) -> PortalSession | None:
     """The session of `token` (live, expired or revoked: see `refusal`), or None if unknown."""
     if not token.startswith(TOKEN_PREFIX):
         return None
-    async with db.read() as conn:
-        row = (
-            await conn.execute(_SESSIONS.where(portal_sessions.c.token_hash == hash_token(token)))
-        ).first()
-    return None if row is None else _session(row)
+    found = await _BY_HASH.read(db, {"token_hash": hash_token(token)})
+    return _session(found[0]) if found else None
 
 
 async def read(db: Database, session_id: str) -> PortalSession | None:
     """The session `session_id`, or None."""
-    async with db.read() as conn:
-        row = (await conn.execute(_SESSIONS.where(portal_sessions.c.id == session_id))).first()
-    return None if row is None else _session(row)
+    found = await _BY_ID.read(db, {"id": session_id})
+    return _session(found[0]) if found else None
+
+
+def revoking(session_id: str) -> Plan[PortalSession | None]:
+    """End a session at once (revoking twice keeps the first time), as a plan; None if
+    unknown."""
+    yield count(_REVOKE, {"id": session_id, "now": clock.now()})
+    found = yield rows(_BY_ID, {"id": session_id})
+    return _session(found[0]) if found else None
 
 
 async def revoke(db: Database, session_id: str) -> PortalSession | None:
-    """End a session at once (revoking twice keeps the first time); None if unknown."""
+    """`revoking` in a unit of work of its own."""
     async with db.unit_of_work() as uow:
-        await uow.conn.execute(
-            update(portal_sessions)
-            .where(portal_sessions.c.id == session_id, portal_sessions.c.revoked_at.is_(None))
-            .values(revoked_at=clock.now())
-        )
-        row = (await uow.conn.execute(_SESSIONS.where(portal_sessions.c.id == session_id))).first()
-    return None if row is None else _session(row)
+        return await run(revoking(session_id), uow.conn)

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
-from sqlalchemy import select
 
 from ustun import portal
 from ustun.clock import rfc3339, rfc3339_or_none
@@ -22,7 +21,7 @@ from ustun.service.plumbing.accounts import Credential, is_operator
 from ustun.service.plumbing.deps import DB, AppSettings
 from ustun.service.plumbing.text import Text
 from ustun.store import Database
-from ustun.store.tables import accounts
+from ustun.store.plans import run
 from ustun.webhooks.catalog import EventType
 from ustun.webhooks.endpoint_body import INTEGRAL_FLOAT
 
@@ -85,26 +84,17 @@ async def create_session(
     in this response only (sent `no-store`)."""
     credential = await operator(request, db)
     catalogue: tuple[EventType, ...] = request.app.state.event_types
+    plan = portal.opening(
+        body.account,
+        base_url=settings.public_base_url,
+        ttl=body.ttl,
+        event_types=body.event_types,
+        known_types={event.name for event in catalogue},
+        created_by=credential.key_id,
+        new_account=False,
+    )
     async with db.unit_of_work() as uow:
-        account_id = await uow.conn.scalar(
-            select(accounts.c.id).where(accounts.c.name == body.account)
-        )
-        if account_id is None:
-            message = f"no account is named {body.account!r}"
-            raise ProblemError(
-                "validation-error",
-                f"Invalid value in body.account: {message}.",
-                errors=[{"field": "body.account", "message": message, "type": "unknown"}],
-            )
-        link = await portal.open_session(
-            uow.conn,
-            account_id,
-            base_url=settings.public_base_url,
-            ttl=body.ttl,
-            event_types=body.event_types,
-            known_types={event.name for event in catalogue},
-            created_by=credential.key_id,
-        )
+        link = await run(plan, uow.conn)
     response.headers["location"] = f"{PATH}/{link.session.id}"
     response.headers[CACHE_CONTROL] = NO_STORE
     return render(link.session) | {"url": link.url, "token": link.token}
