@@ -24,10 +24,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from ustun.defaults import DEFAULT_ENDPOINT_MAX_IN_FLIGHT
 from ustun.errors import ProblemError
-from ustun.webhooks import operations, signing
+from ustun.webhooks import filters, operations, signing
 from ustun.webhooks.endpoints import MAX_RATE_LIMIT, MIN_RATE_LIMIT, UNORDERED, Ordering
 from ustun.webhooks.patterns import PATTERN, is_pattern
 
@@ -111,6 +112,31 @@ Subject = Annotated[
 ]
 
 
+FILTER = (
+    "A payload filter: the endpoint gets only the events whose `data` passes it (null: every "
+    'event its `events` select). An object of `"dotted.path": condition` pairs that must all '
+    "hold; a condition is a value to equal or an object of operators `$eq`, `$ne`, `$gt`, `$gte`, "
+    "`$lt`, `$lte`, `$in`, `$nin`, `$exists`; `$and`, `$or` (lists of filters) and `$not` (a "
+    f"filter) at a filter's top. At most {filters.MAX_DEPTH} deep, {filters.MAX_CONDITIONS} "
+    f"conditions, {filters.MAX_SIZE} bytes as JSON, {filters.MAX_IN} values in an `$in`. "
+    'Example: `{"amount": {"$gte": 10000}, "currency": {"$in": ["EUR", "USD"]}}`.'
+)
+PayloadFilter = Annotated[dict[str, Any] | None, Field(default=None, description=FILTER)]
+
+
+def _check_filter(given: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A payload filter `filters.parse` accepts; else a `filter` error whose message starts with
+    the position it refuses (`filter.$and[1].amount.$gt: …`)."""
+    if given is not None:
+        try:
+            filters.parse(given)
+        except filters.FilterError as exc:
+            raise PydanticCustomError(
+                "filter", "{message}", {"message": str(exc), "position": exc.position}
+            ) from None
+    return given
+
+
 def _check_patterns(patterns: list[str] | None) -> list[str] | None:
     bad = [p for p in patterns or () if not is_pattern(p)]
     if bad:
@@ -158,8 +184,10 @@ class EndpointIn(BaseModel):
         "`ed25519`: `v1a` signatures, verified with the `public_key` in the answer.",
     )
     ordering: Ordering = Field(default=UNORDERED, description=ORDERING)
+    filter: PayloadFilter = None
 
     _patterns = field_validator("events")(_check_patterns)
+    _filter = field_validator("filter")(_check_filter)
 
     @model_validator(mode="after")
     def _destination(self) -> EndpointIn:
@@ -182,8 +210,10 @@ class EndpointPatch(BaseModel):
     max_in_flight: InFlight | None = None
     ordering: Ordering | None = Field(default=None, description=ORDERING)
     enabled: bool | None = None
+    filter: PayloadFilter = None
 
     _patterns = field_validator("events")(_check_patterns)
+    _filter = field_validator("filter")(_check_filter)
 
 
 def field_message(err: Mapping[str, Any]) -> str:

@@ -16,7 +16,7 @@ from ustun.store import UnitOfWork
 from ustun.store.accounts import account_id as named_account
 from ustun.store.dbapi import DbapiConnection
 from ustun.store.plans import run_sync
-from ustun.webhooks import signing
+from ustun.webhooks import filters, signing
 from ustun.webhooks.adapters import for_connection
 from ustun.webhooks.adapters import plans as webhook_plans
 from ustun.webhooks.brokers.destinations import Destination, redact
@@ -130,12 +130,15 @@ def new_endpoint(
     max_in_flight: int = DEFAULT_ENDPOINT_MAX_IN_FLIGHT,
     signature: signing.Scheme = signing.HMAC_SHA256,
     ordering: Ordering = UNORDERED,
+    filter: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Signer]:
     """The row of a new endpoint with a fresh signing key (sealed in it), and the key (shown
     once); `webhooks.adapters.plans.insert_endpoint` writes it on any connection.
 
-    A broker endpoint (`kind` rabbitmq or nats) publishes to `destination` at `url`.
-    `ValueError` if `rate_limit` is out of bounds (`rate_limit_refusal`).
+    A broker endpoint (`kind` rabbitmq or nats) publishes to `destination` at `url`; with a
+    payload `filter` (`webhooks.filters`) it gets only the events whose data passes it.
+    `ValueError` if `rate_limit` is out of bounds (`rate_limit_refusal`), `filters.FilterError`
+    (a `ValueError`) if `filter` is refused.
     """
     refused = rate_limit_refusal(rate_limit)
     if refused is not None:
@@ -152,6 +155,7 @@ def new_endpoint(
         **urls,
         description=description,
         events=json.dumps(list(events)),
+        filter=stored_filter(filter),
         payload=payload,
         enabled=True,
         rate_limit=rate_limit,
@@ -166,6 +170,12 @@ def new_endpoint(
         updated_at=now,
     )
     return row, secret
+
+
+def stored_filter(given: Mapping[str, Any] | None) -> str | None:
+    """The `filter` column of a payload filter as a caller gives it: its checked text, or None
+    for none (`filters.FilterError` if it is refused)."""
+    return None if given is None else filters.parse(given).text
 
 
 class NewEndpoint(NamedTuple):

@@ -198,7 +198,8 @@ async def update_endpoint(
     allow_private: bool,
 ) -> Endpoint:
     """Change the fields in `change` if `pre` holds; `enabled` false disables, true enables a
-    disabled endpoint (each emits its operational event, in the same transaction).
+    disabled endpoint (each emits its operational event, in the same transaction); `filter`
+    None removes the payload filter.
 
     The change is one UPDATE of the columns it names, applied to the row as it is then: a
     concurrent change of other fields is kept. A new `url`, `exchange` or `subject` is checked
@@ -210,6 +211,8 @@ async def update_endpoint(
         check_rate_limit(values["rate_limit"])
     if "events" in values:
         values["events"] = json.dumps(values["events"])
+    if "filter" in values:
+        values["filter"] = endpoints.stored_filter(values["filter"])
     if any(change.get(f) is not None for f in ("url", *DESTINATION_FIELD.values())):
         # The kind never changes, so it may be read apart from the write.
         kind = (await read_endpoint(db, account_id, endpoint_id)).kind

@@ -28,6 +28,7 @@ class Endpoint(NamedTuple):
     broker_url: str | None
     description: str
     events: str
+    filter: str | None
     payload: str
     enabled: bool
     disabled_reason: str | None

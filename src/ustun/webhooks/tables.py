@@ -47,6 +47,8 @@ endpoints = Table(
     Column("description", Text(), nullable=False),
     # JSON list of event-type patterns: exact names, `payment.*` or `*`.
     Column("events", Text(), nullable=False),
+    # The payload filter (`webhooks.filters`) as JSON text, null for none (migration 0021).
+    Column("filter", Text(), nullable=True),
     Column("payload", String(8), nullable=False),
     Column("enabled", Boolean(), nullable=False),
     Column("disabled_reason", Text(), nullable=True),

@@ -28,6 +28,8 @@ from ustun.webhooks.records import Delivery, Endpoint
 
 router = APIRouter(prefix="/v1/webhook-endpoints", tags=["webhooks"])
 PATH = "/v1/webhook-endpoints"
+# The fields a PATCH may set to null: no rate limit, no payload filter.
+NULLABLE = ("rate_limit", "filter")
 # Answers that show a signing secret: no cache may keep them (RFC 9111 §5.2.2.5).
 NO_STORE = "no-store"
 
@@ -53,6 +55,7 @@ def render(row: Endpoint) -> dict[str, Any]:
         },
         "description": row.description,
         "events": json.loads(row.events),
+        "filter": None if row.filter is None else json.loads(row.filter),
         "payload": row.payload,
         "enabled": row.enabled,
         "disabled_reason": row.disabled_reason,
@@ -142,10 +145,10 @@ async def update_endpoint(
     pre: Conditions,
 ) -> dict[str, Any]:
     """Change the URL (exchange, subject), filters, payload, limits; `enabled: false`
-    disables (and logs it)."""
+    disables (and logs it); `filter: null` removes the payload filter."""
     change = body.model_dump(exclude_unset=True)
     check_events(request, change.get("events"))
-    nulled = [name for name, value in change.items() if value is None and name != "rate_limit"]
+    nulled = [n for n, value in change.items() if value is None and n not in NULLABLE]
     if nulled:
         raise ProblemError(
             "validation-error",

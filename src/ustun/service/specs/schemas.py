@@ -174,6 +174,9 @@ class WebhookEndpoint(BaseModel):
     subject: str | None = Field(description="A `nats` endpoint's JetStream subject; else null.")
     description: str
     events: list[EventPattern]
+    filter: dict[str, Any] | None = Field(
+        description="The payload filter the events' `data` must pass, as given; null: none."
+    )
     payload: Literal["full", "thin"]
     enabled: bool
     disabled_reason: str | None
