@@ -1,10 +1,14 @@
-"""`ustun.tracing`: which `OTEL_*` variables turn it on, and off costs no import."""
+"""`ustun.tracing`: which `OTEL_*` variables turn it on, off costs no import, and a Flask app's
+request is a server span whose trace its event and job keep."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,3 +60,82 @@ def test_off_imports_nothing_of_opentelemetry() -> None:
         [sys.executable, "-c", OFF_PROGRAM], env=env, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+FLASK_PROGRAM = """
+import asyncio, sqlite3, sys
+from flask import Flask
+from flask_sqlalchemy import SQLAlchemy
+from ustun import tracing
+from ustun.flask import Ustun, emit, enqueue
+from ustun.store import Database
+from ustun.store.migrate import upgrade
+
+path = sys.argv[1]
+asyncio.run(upgrade(Database(f"sqlite:///{path}")))
+app = Flask(__name__)
+app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{path}"
+app.config["SECRET_KEY"] = "tracing-test-secret-key-of-32-characters"
+db = SQLAlchemy(app)
+Ustun(app, db)
+
+@app.post("/orders/<int:order_id>")
+def order(order_id):
+    emit("order.placed", {"id": order_id}, account="acme")
+    enqueue("receipt", {"id": order_id}, account="acme")
+    db.session.commit()
+    return {"ok": True}, 201
+
+answer = app.test_client().post("/orders/7", headers={"traceparent": sys.argv[2]})
+assert answer.status_code == 201, answer.text
+with sqlite3.connect(path) as conn:
+    for table in ("webhook_events", "jobs"):
+        print("STORED", conn.execute(f"SELECT traceparent FROM {table}").fetchone()[0])
+tracing.flush()
+"""
+
+
+def _spans(output: str) -> list[dict[str, Any]]:
+    """The spans the console exporter printed (JSON objects, one after another)."""
+    decoder, spans, at = json.JSONDecoder(), [], output.find("{")
+    while at != -1:
+        span, end = decoder.raw_decode(output, at)
+        spans.append(span)
+        at = output.find("{", end)
+    return spans
+
+
+def test_a_flask_request_is_a_server_span_whose_trace_its_event_and_job_keep(
+    tmp_path: Path,
+) -> None:
+    trace_id, caller = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_TRACES_EXPORTER"] = "console"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            FLASK_PROGRAM,
+            str(tmp_path / "shop.db"),
+            f"00-{trace_id}-{caller}-01",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    stored = [line.split()[1] for line in lines if line.startswith("STORED")]
+    spans = _spans("\n".join(line for line in lines if not line.startswith("STORED")))
+    [served] = [s for s in spans if s["kind"] == "SpanKind.SERVER"]
+    assert served["name"] == "POST /orders/<int:order_id>"
+    assert served["parent_id"] == f"0x{caller}"  # the incoming traceparent
+    assert served["context"]["trace_id"] == f"0x{trace_id}"
+    assert served["attributes"]["http.response.status_code"] == 201
+    [emitted] = [s for s in spans if s["name"] == "ustun.webhook.emit"]
+    assert emitted["parent_id"] == served["context"]["span_id"]
+    event_span = emitted["context"]["span_id"].removeprefix("0x")
+    # The event keeps its emit span's context; the job the request's server span's.
+    server_span = served["context"]["span_id"].removeprefix("0x")
+    assert stored == [f"00-{trace_id}-{event_span}-01", f"00-{trace_id}-{server_span}-01"]

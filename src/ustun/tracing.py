@@ -32,6 +32,8 @@ Kind = Literal["internal", "server", "client", "producer", "consumer"]
 Attributes = Mapping[str, str | bool | int | float]
 
 TRACEPARENT = "traceparent"
+# Where a WSGI framework leaves the matched route's template for `wsgi` to name the span after.
+ROUTE = "ustun.route"
 # The OpenTelemetry semantic conventions' attribute names (https://opentelemetry.io/docs/specs/semconv/).
 HTTP_METHOD = "http.request.method"
 HTTP_ROUTE = "http.route"
@@ -150,17 +152,31 @@ def _ended(started: Span) -> Iterator[Span]:
 def server(
     method: str, headers: Iterable[tuple[bytes, bytes]]
 ) -> contextlib.AbstractContextManager[Span | None]:
-    """The server span of an HTTP request, a child of the incoming `traceparent` (any
-    propagator the app configured, W3C by default). Inside the app's own server span (its
-    OpenTelemetry instrumentation ran first) that span is joined instead. Name it once the
-    route is known with `finish` (a joined span yields None: its owner names it)."""
+    """The server span of an HTTP request (ASGI `headers`), a child of the incoming
+    `traceparent` (any propagator the app configured, W3C by default). Inside the app's own
+    server span (its OpenTelemetry instrumentation ran first) that span is joined instead.
+    Name it once the route is known with `finish` (a joined span yields None: its owner names
+    it)."""
     if not ENABLED:
         return _OFF
+    return _server(method, {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers})
+
+
+def wsgi_server(environ: Mapping[str, Any]) -> contextlib.AbstractContextManager[Span | None]:
+    """`server` for a WSGI request (Django's `request.META` too)."""
+    if not ENABLED:
+        return _OFF
+    carrier = {
+        k[5:].lower().replace("_", "-"): v for k, v in environ.items() if k.startswith("HTTP_")
+    }
+    return _server(str(environ.get("REQUEST_METHOD", "")), carrier)
+
+
+def _server(method: str, carrier: Mapping[str, str]) -> contextlib.AbstractContextManager[Any]:
     from opentelemetry import propagate, trace
 
     if trace.get_current_span().get_span_context().is_valid:
         return _OFF
-    carrier = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
     return _get_tracer().start_as_current_span(
         method,
         context=propagate.extract(carrier),
@@ -245,3 +261,47 @@ def flush(timeout_millis: int = 5_000) -> None:
     force_flush = getattr(provider, "force_flush", None)
     if force_flush is not None:
         force_flush(timeout_millis)
+
+
+async def asgi(app: Any, scope: Any, receive: Any, send: Any) -> None:
+    """Run the ASGI `app` on an HTTP request inside its server span (`server`), named after
+    the route the app matched, if it says (Starlette's `scope["route"]`)."""
+    if not ENABLED or scope["type"] != "http":
+        await app(scope, receive, send)
+        return
+    status: int | None = None
+
+    async def observed(message: Any) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        await send(message)
+
+    with server(scope["method"], scope["headers"]) as span:
+        try:
+            await app(scope, receive, observed)
+        finally:
+            route = getattr(scope.get("route"), "path", None)
+            finish(span, method=scope["method"], route=route, status=status)
+
+
+def wsgi(app: Any, environ: Any, start_response: Any) -> Iterable[bytes]:
+    """Call the WSGI `app` inside the request's server span (`wsgi_server`), named after the
+    route the app put in `environ[ROUTE]` (Flask's url rule, by `ustun.flask`), if any."""
+    if not ENABLED:
+        result: Iterable[bytes] = app(environ, start_response)
+        return result
+    status: int | None = None
+
+    def observed(line: str, headers: Any, exc_info: Any = None) -> Any:
+        nonlocal status
+        status = int(line.split(" ", 1)[0])
+        return start_response(line, headers, exc_info)
+
+    with wsgi_server(environ) as span:
+        try:
+            result = app(environ, observed)
+        finally:
+            route = environ.get(ROUTE)
+            finish(span, method=environ["REQUEST_METHOD"], route=route, status=status)
+    return result

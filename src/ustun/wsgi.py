@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import make_url
 
-from ustun import clock
+from ustun import clock, tracing
 from ustun.defaults import (
     DEFAULT_IDEMPOTENCY_LEASE,
     DEFAULT_IDEMPOTENCY_MAX_BODY,
@@ -190,6 +190,12 @@ class IdempotencyMiddleware:
         self.problem_base = problem_base
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if tracing.ENABLED:
+            # The request's server span, or the app's own (its instrumentation ran first).
+            return tracing.wsgi(self._handle, environ, start_response)
+        return self._handle(environ, start_response)
+
+    def _handle(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method = environ["REQUEST_METHOD"]
         path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
         if method not in self.methods or not path.startswith(self.prefix):

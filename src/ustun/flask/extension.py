@@ -9,15 +9,17 @@ is Flask's only. ustun's refusals (`ProblemError`) are answered as problem+json.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from flask.app import Flask
-from flask.globals import app_ctx, current_app
+from flask.globals import app_ctx, current_app, request
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
+from ustun import tracing
 from ustun.errors import ProblemError
 from ustun.flask.problems import response_of
 from ustun.settings import Settings
@@ -73,6 +75,10 @@ class Ustun:
         app.cli.add_command(commands)
         if self._owned is not None:
             app.teardown_appcontext(self._remove)
+        if tracing.ENABLED:
+            # Each request in its server span (or the app's own), named after its url rule.
+            app.wsgi_app = functools.partial(tracing.wsgi, app.wsgi_app)  # type: ignore[method-assign]
+            app.before_request(_route)
 
     @property
     def session(self) -> Session:
@@ -141,3 +147,9 @@ def current() -> Ustun:
 def _app_context_id() -> int:
     """One session per app context (as Flask-SQLAlchemy scopes its own)."""
     return id(app_ctx._get_current_object())  # type: ignore[attr-defined]
+
+
+def _route() -> None:
+    """Tell `tracing.wsgi` the request's url rule (`/payments/<int:id>`)."""
+    if request.url_rule is not None:
+        request.environ[tracing.ROUTE] = request.url_rule.rule

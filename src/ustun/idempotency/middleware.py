@@ -271,6 +271,13 @@ class IdempotencyMiddleware:
         return self.default_policy if scope["path"].startswith(self.prefix) else "off"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if tracing.ENABLED and scope["type"] == "http":
+            # The request's server span, or the app's own (its instrumentation ran first).
+            await tracing.asgi(self._handle, scope, receive, send)
+            return
+        await self._handle(scope, receive, send)
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(scope, receive, send)
             return
