@@ -234,6 +234,8 @@ def test_a_portal_link_manages_one_accounts_endpoint_and_retries_its_delivery(
     expect(page.locator("#delivery-facts")).to_contain_text("succeeded", timeout=20_000)
     expect(attempts).to_have_count(2)
     expect(attempts.first).to_contain_text("HTTP 204")
+    # The view refreshed itself while the retry was pending; the focus stayed on the button.
+    expect(page.get_by_role("button", name="Retry", exact=True)).to_be_focused()
 
     # Another account's endpoint is not there for this token, even asked for by id.
     status = page.evaluate(

@@ -208,7 +208,10 @@
   }
 
   function closeForm() {
-    $("endpoint-form").hidden = true;
+    const form = $("endpoint-form");
+    const inside = form.contains(document.activeElement);
+    form.hidden = true;
+    if (inside) document.querySelector("main section:not([hidden]) h2")?.focus();
     $("add-endpoint").setAttribute("aria-expanded", "false");
     editing = null;
   }
@@ -234,8 +237,9 @@
         if (description !== (editing.description || "")) change.description = description;
         const saved = await api("PATCH", `/v1/webhook-endpoints/${editing.id}`, change, { "if-match": etag });
         closeForm();
-        say("Endpoint saved.");
         render(saved.data, saved.etag);
+        $("endpoint-title").focus();
+        say("Endpoint saved.");
       } else {
         const body = { url, events };
         if (description) body.description = description;
@@ -369,9 +373,10 @@
 
   // --- One delivery ----------------------------------------------------------------------
 
-  async function showDelivery(id) {
+  // `refresh`: the view is on screen already (a poll, a retry): the focus stays where it is.
+  async function showDelivery(id, refresh) {
     stopPolling();
-    show("delivery");
+    if (!refresh) show("delivery");
     const delivery = (await api("GET", `/v1/deliveries/${encodeURIComponent(id)}`)).data;
     const event = await api("GET", `/v1/events/${encodeURIComponent(delivery.event_id)}`).then((r) => r.data, () => null);
     $("delivery-title").textContent = `Delivery of ${event ? event.type : delivery.event_id}`;
@@ -410,7 +415,7 @@
     }
     if (delivery.status === "pending") {
       poll = setTimeout(() => {
-        if (!$("view-delivery").hidden) showDelivery(id).catch(fail);
+        if (!$("view-delivery").hidden) showDelivery(id, true).catch(fail);
       }, POLL_MS);
     }
   }
@@ -475,7 +480,7 @@
     $("secret-done").addEventListener("click", () => {
       $("secret-panel").hidden = true;
       $("secret-value").value = "";
-      document.querySelector("main h2:not([hidden])")?.focus();
+      document.querySelector("main section:not([hidden]) h2")?.focus();
     });
     $("endpoint-edit").addEventListener("click", () => openForm(endpoint, $("endpoint-actions")).catch(fail));
     $("endpoint-toggle").addEventListener("click", () =>
@@ -521,7 +526,7 @@
     });
     $("delivery-retry").addEventListener("click", (event) => {
       const id = event.currentTarget.dataset.retry;
-      retry(id, () => showDelivery(id));
+      retry(id, () => showDelivery(id, true));
     });
     window.addEventListener("hashchange", route);
   }
