@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 
 import aiohttp
 
-from ustun import clock, ids, instrumentation
+from ustun import clock, ids, instrumentation, tracing
 from ustun.defaults import (
     DEFAULT_DISPATCHER_MAX_IN_FLIGHT,
     DEFAULT_WEBHOOK_CIRCUIT_COOLDOWN,
@@ -42,15 +42,17 @@ from ustun.defaults import (
 from ustun.http.retry_after import parse_retry_after
 from ustun.http.signature import headers as signed_headers
 from ustun.store import Database, UnitOfWork
+from ustun.store.plans import run
 from ustun.webhooks import catalog, retention
 from ustun.webhooks import endpoints as endpoint_ops
 from ustun.webhooks.adapters import for_database
+from ustun.webhooks.adapters import plans as webhook_plans
 from ustun.webhooks.brokers import Brokers
 from ustun.webhooks.operational import ATTEMPT_EXHAUSTED, ENDPOINT_RECOVERED, OPERATIONAL
 from ustun.webhooks.records import EXPUNGED_DATA
 from ustun.webhooks.secretbox import SecretBox
 from ustun.webhooks.sending import message, transport
-from ustun.webhooks.sending.outbox import emit
+from ustun.webhooks.sending.outbox import EVENT_ID, emit
 from ustun.webhooks.sending.pacing import Pacer
 from ustun.webhooks.sending.schedule import RETRY_AFTER_STATUSES, retry_delay
 from ustun.webhooks.sending.verdict import ABORTED_BY_RECEIVER, Verdict, verdict
@@ -62,6 +64,11 @@ log = logging.getLogger("ustun.webhooks")
 
 DISABLE_AFTER = timedelta(days=5)
 RECOVERED_REASON = "a delivery succeeded after failures"
+# The span of each attempt (`ustun.tracing`): a POST, or a broker publish; and its attributes.
+ATTEMPT_SPAN = "ustun.webhook.attempt"
+PUBLISH_SPAN = "ustun.broker.publish"
+DELIVERY_ID = "ustun.delivery.id"
+ENDPOINT_ID = "ustun.endpoint.id"
 WRITE_BATCH = 512
 # A flush waits up to WRITE_DELAY for more outcomes, but no longer than WRITE_QUIET after the
 # last one: a claimed batch's answers arrive together, and one transaction records them all.
@@ -226,6 +233,7 @@ class Dispatcher:
         if not claimed:
             return False
         targets = await self._targets(claimed, now)
+        parents = await self._trace_parents(claimed)
         bodies: dict[tuple[str, str], bytes] = {}
         for item in sorted(claimed, key=lambda c: c.send_at):  # paced sends start in slot order
             endpoint = targets.get(item.endpoint_id)
@@ -244,7 +252,8 @@ class Dispatcher:
                 )
             self._sending[endpoint.id] += 1
             self._account_sending[endpoint.account_id] += 1
-            task = asyncio.create_task(self._deliver(http, item, endpoint, body))
+            parent = parents.get(item.event_id)
+            task = asyncio.create_task(self._deliver(http, item, endpoint, body, parent))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         # A full batch may have left more due; endpoints at their room wait for outcomes.
@@ -276,14 +285,23 @@ class Dispatcher:
                 self._endpoints[row.id] = endpoint_ops.target(self.box, row, now)
         return self._endpoints
 
+    async def _trace_parents(self, claimed: list[Claim]) -> dict[str, str]:
+        """The claimed deliveries' events' trace context, by event id; none with tracing off."""
+        if not tracing.ENABLED:
+            return {}
+        async with self.db.read() as conn:
+            return await run(webhook_plans.traceparents(c.event_id for c in claimed), conn)
+
     async def _deliver(
         self,
         http: aiohttp.ClientSession,
         item: Claim,
         endpoint: endpoint_ops.Target,
         body: bytes,
+        parent: str | None,
     ) -> None:
-        """Send one delivery at its send time and queue the outcome."""
+        """Send one delivery at its send time and queue the outcome; its attempt's span a child
+        of its event's (`parent`)."""
         if not endpoint.enabled:
             result = _Result(item, endpoint.id, None, clock.now(), reason="endpoint disabled")
         else:
@@ -291,7 +309,7 @@ class Dispatcher:
                 await self._pacer.wait(endpoint.id, item.send_at)  # its slot, from the claim
             attempted_at = clock.now()
             try:
-                outcome = await self._send(http, item, endpoint, body)
+                outcome = await self._send(http, item, endpoint, body, parent)
             except Exception as error:  # a fault of ours or a library's: a failed attempt
                 log.exception("sending delivery %s failed unexpectedly", item.id)
                 outcome = transport.Outcome(
@@ -308,17 +326,35 @@ class Dispatcher:
         self._wake.set()  # its endpoint has room again, before the outcome is even recorded
 
     async def _send(
-        self, http: aiohttp.ClientSession, item: Claim, endpoint: endpoint_ops.Target, body: bytes
+        self,
+        http: aiohttp.ClientSession,
+        item: Claim,
+        endpoint: endpoint_ops.Target,
+        body: bytes,
+        parent: str | None,
     ) -> transport.Outcome:
-        """POST to an HTTP endpoint or publish to a broker one, with the same signed headers."""
+        """POST to an HTTP endpoint or publish to a broker one, with the same signed headers
+        (and the `traceparent` of the attempt's span, tracing on)."""
         headers = signed_headers(endpoint.signing, item.event_id, body)
-        if endpoint.destination is not None:
-            return await self._brokers.publish(
-                endpoint.destination, item.event_type, item.event_id, body, headers
-            )
-        return await transport.post(
-            http, endpoint.url, body, headers, allow_private=self.config.allow_private
-        )
+        broker = endpoint.destination is not None
+        with tracing.span(
+            PUBLISH_SPAN if broker else ATTEMPT_SPAN,
+            kind="producer" if broker else "client",
+            parent=parent,
+            attributes={DELIVERY_ID: item.id, EVENT_ID: item.event_id, ENDPOINT_ID: endpoint.id},
+        ) as span:
+            tracing.inject(headers)
+            outcome: transport.Outcome
+            if endpoint.destination is not None:
+                outcome = await self._brokers.publish(
+                    endpoint.destination, item.event_type, item.event_id, body, headers
+                )
+            else:
+                outcome = await transport.post(
+                    http, endpoint.url, body, headers, allow_private=self.config.allow_private
+                )
+            tracing.attempt_outcome(span, ok=outcome.ok, status=outcome.status, error=outcome.error)
+        return outcome
 
     async def _write(self) -> None:
         """Record outcomes in batches: one transaction for whatever has queued up."""
