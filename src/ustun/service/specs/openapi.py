@@ -722,7 +722,10 @@ def complete(
         SECURITY_SCHEME: {
             "type": "http",
             "scheme": "bearer",
-            "description": "An API key from `ustun keys create`: `Authorization: Bearer <key>`.",
+            "description": "An API key from `ustun keys create`: `Authorization: Bearer <key>`. "
+            "A consumer portal link's token (`ptl_…`, `POST /v1/portal-sessions`) is accepted "
+            "the same way, as its account, on the webhook endpoint, delivery and event routes "
+            "only (403 `forbidden` elsewhere).",
         }
     }
     for path, item in doc.get("paths", {}).items():
