@@ -12,12 +12,14 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+import trustme
 from fastapi import FastAPI
 from pydantic import SecretStr
 from sqlalchemy import Row, select
 from sqlalchemy.engine import make_url
 
 from dashboard_support import SECRET, create_endpoint, log_in
+from tls_support import client_pems
 from ustun import clock
 from ustun.http.signature import SigningKey
 from ustun.keys import secret_box
@@ -199,3 +201,38 @@ async def test_a_broker_url_is_never_returned_rests_sealed_and_rotate_key_reseal
     assert ops.destination(SecretBox(NEW_SECRET_KEY), resealed) == (ops.destination(box, row))
     with pytest.raises(SecretKeyError):
         box.open(resealed.broker_url, context=row.id)
+
+
+async def test_a_client_key_and_an_oauth2_secret_rest_sealed_and_rotate_key_reseals_them(
+    client: httpx.AsyncClient, db: Database, settings: Settings, database_url: str
+) -> None:
+    pems = client_pems(trustme.CA())
+    oauth2 = {
+        "token_url": "https://auth.example.com/token",
+        "client_id": "ustun",
+        "client_secret": "oauth2-secret-3c9b1f",
+    }
+    made = await client.post(
+        "/v1/webhook-endpoints", json={"url": HOOK, "mtls": pems, "oauth2": oauth2}
+    )
+    assert made.status_code == 201, made.text
+    stored = await everything_stored(database_url)
+    key_body = "".join(pems["private_key"].splitlines()[1:-1])
+    assert key_body[:40].encode() not in stored
+    assert b"oauth2-secret-3c9b1f" not in stored
+
+    box = secret_box(settings)
+    row = await endpoint_row(db, made.json()["id"])
+    cert, creds = ops.client_certificate(box, row), ops.oauth2_credentials(box, row)
+    assert cert is not None
+    assert cert.private_key == pems["private_key"]
+    assert creds is not None
+    assert creds.client_secret == "oauth2-secret-3c9b1f"
+    await rotate_key(db, settings)
+    resealed = await endpoint_row(db, row.id)
+    moved = SecretBox(NEW_SECRET_KEY)
+    assert resealed.mtls_key != row.mtls_key
+    assert ops.client_certificate(moved, resealed) == cert
+    assert ops.oauth2_credentials(moved, resealed) == creds
+    with pytest.raises(SecretKeyError):
+        box.open(resealed.oauth2_secret, context=row.id)

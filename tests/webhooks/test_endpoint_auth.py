@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import pytest
 import trustme
-from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from support import free_port
+from tls_support import CLIENT_NAME, MutualTls, client_pems, mutual_tls
 from ustun.webhooks import endpoint_auth
 from ustun.webhooks.endpoint_auth import MAX_CERTIFICATE, ClientCertificate
 from ustun.webhooks.sending import transport
@@ -29,12 +27,7 @@ def ca() -> trustme.CA:
 @pytest.fixture(scope="module")
 def client(ca: trustme.CA) -> ClientCertificate:
     """A client certificate `ca` issued, with the CA as the authority to trust for servers."""
-    leaf = ca.issue_cert("ustun-client.example")
-    return endpoint_auth.client_certificate(
-        "".join(pem.bytes().decode() for pem in leaf.cert_chain_pems),
-        leaf.private_key_pem.bytes().decode(),
-        ca.cert_pem.bytes().decode(),
-    )
+    return endpoint_auth.client_certificate(**client_pems(ca))
 
 
 def test_a_certificate_and_its_key_are_accepted_and_summarised(client: ClientCertificate) -> None:
@@ -107,64 +100,37 @@ def test_oauth2_credentials_never_show_the_secret() -> None:
     assert "s3cret-value" not in repr(checked)
 
 
-@dataclass
-class MutualTls:
-    """A local HTTPS server that answers 200 only to a client certificate `ca` issued."""
-
-    port: int
-    seen: list[str]
-
-
 @pytest.fixture
-async def mutual_tls(ca: trustme.CA) -> AsyncIterator[MutualTls]:
-    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost").configure_cert(server_tls)
-    ca.configure_trust(server_tls)
-    server_tls.verify_mode = ssl.CERT_REQUIRED
-    seen: list[str] = []
-
-    async def hook(request: web.Request) -> web.Response:
-        peer = request.transport.get_extra_info("peercert") if request.transport else None
-        seen.append(str(peer.get("subjectAltName")) if peer else "")
-        return web.Response(text="ok")
-
-    app = web.Application()
-    app.router.add_post("/hook", hook)
-    runner = web.AppRunner(app, handle_signals=False)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port, ssl_context=server_tls).start()
-    try:
-        yield MutualTls(port, seen)
-    finally:
-        await runner.cleanup()
+async def receiver(ca: trustme.CA) -> AsyncIterator[MutualTls]:
+    async with mutual_tls(ca) as served:
+        yield served
 
 
 async def test_the_endpoints_client_certificate_is_presented_and_accepted(
-    mutual_tls: MutualTls, client: ClientCertificate
+    receiver: MutualTls, client: ClientCertificate
 ) -> None:
     async with transport.session(timeout=5, allow_private=True, limit=4) as http:
         got = await transport.post(
             http,
-            f"https://localhost:{mutual_tls.port}/hook",
+            receiver.url(),
             b"{}",
             {},
             allow_private=True,
             tls=endpoint_auth.ssl_context(client),
         )
     assert got.status == 200, got
-    assert len(mutual_tls.seen) == 1
-    assert "ustun-client.example" in mutual_tls.seen[0]
+    assert len(receiver.seen) == 1
+    assert CLIENT_NAME in receiver.seen[0]
 
 
 async def test_without_a_client_certificate_the_server_refuses_and_the_outcome_says_so(
-    mutual_tls: MutualTls, client: ClientCertificate
+    receiver: MutualTls, client: ClientCertificate
 ) -> None:
     trusting = ssl.create_default_context(cadata=client.ca_bundle)  # the server, but no client
     async with transport.session(timeout=5, allow_private=True, limit=4) as http:
         got = await transport.post(
             http,
-            f"https://localhost:{mutual_tls.port}/hook",
+            receiver.url(),
             b"{}",
             {},
             allow_private=True,
@@ -175,18 +141,18 @@ async def test_without_a_client_certificate_the_server_refuses_and_the_outcome_s
     assert got.status is None
     assert got.error is not None
     assert "certificate required" in got.error or "Connection reset" in got.error
-    assert mutual_tls.seen == []
+    assert receiver.seen == []
 
 
 async def test_a_server_certificate_outside_the_endpoints_authorities_is_refused(
-    mutual_tls: MutualTls, client: ClientCertificate
+    receiver: MutualTls, client: ClientCertificate
 ) -> None:
     stranger = trustme.CA().cert_pem.bytes().decode()
     alone = ClientCertificate(client.certificate, client.private_key, stranger)
     async with transport.session(timeout=5, allow_private=True, limit=4) as http:
         got = await transport.post(
             http,
-            f"https://localhost:{mutual_tls.port}/hook",
+            receiver.url(),
             b"{}",
             {},
             allow_private=True,

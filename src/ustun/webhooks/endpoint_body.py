@@ -28,7 +28,7 @@ from pydantic_core import PydanticCustomError
 
 from ustun.defaults import DEFAULT_ENDPOINT_MAX_IN_FLIGHT
 from ustun.errors import ProblemError
-from ustun.webhooks import filters, operations, signing
+from ustun.webhooks import endpoint_auth, filters, operations, signing
 from ustun.webhooks.endpoints import MAX_RATE_LIMIT, MIN_RATE_LIMIT, UNORDERED, Ordering
 from ustun.webhooks.patterns import PATTERN, is_pattern
 
@@ -137,6 +137,57 @@ def _check_filter(given: dict[str, Any] | None) -> dict[str, Any] | None:
     return given
 
 
+class MtlsIn(BaseModel):
+    """A client certificate the endpoint's receiver requires (mutual TLS)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    certificate: Text = Field(
+        max_length=endpoint_auth.MAX_CERTIFICATE,
+        description="The client certificate chain, PEM, leaf first.",
+    )
+    private_key: Text = Field(
+        max_length=endpoint_auth.MAX_CERTIFICATE,
+        description="The leaf's private key, PEM, without a passphrase: kept encrypted, never "
+        "shown.",
+    )
+    ca_bundle: Text | None = Field(
+        default=None,
+        max_length=endpoint_auth.MAX_CA_BUNDLE,
+        description="Authorities trusted for the receiver's certificate (PEM), in place of the "
+        "system's; null: the system's.",
+    )
+
+    @model_validator(mode="after")
+    def _pair(self) -> MtlsIn:
+        try:
+            endpoint_auth.client_certificate(self.certificate, self.private_key, self.ca_bundle)
+        except ValueError as exc:
+            raise PydanticCustomError("mtls", "{message}", {"message": str(exc)}) from None
+        return self
+
+
+OAuth2Text = Annotated[Text, Field(min_length=1, max_length=endpoint_auth.MAX_OAUTH2_FIELD)]
+
+
+class OAuth2In(BaseModel):
+    """OAuth2 client credentials (RFC 6749 §4.4): each delivery carries a bearer token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token_url: Text = Field(
+        max_length=2048,
+        description="The token endpoint: https, and no private address (as endpoint URLs).",
+    )
+    client_id: OAuth2Text
+    client_secret: OAuth2Text = Field(description="Kept encrypted, never shown.")
+    scope: OAuth2Text | None = None
+
+
+MTLS = "A client certificate every request to this endpoint presents (mutual TLS); null: none."
+OAUTH2 = "OAuth2 client credentials: a bearer token on every request; null: none."
+
+
 def _check_patterns(patterns: list[str] | None) -> list[str] | None:
     bad = [p for p in patterns or () if not is_pattern(p)]
     if bad:
@@ -185,6 +236,8 @@ class EndpointIn(BaseModel):
     )
     ordering: Ordering = Field(default=UNORDERED, description=ORDERING)
     filter: PayloadFilter = None
+    mtls: MtlsIn | None = Field(default=None, description=MTLS)
+    oauth2: OAuth2In | None = Field(default=None, description=OAUTH2)
 
     _patterns = field_validator("events")(_check_patterns)
     _filter = field_validator("filter")(_check_filter)
@@ -211,6 +264,8 @@ class EndpointPatch(BaseModel):
     ordering: Ordering | None = Field(default=None, description=ORDERING)
     enabled: bool | None = None
     filter: PayloadFilter = None
+    mtls: MtlsIn | None = Field(default=None, description=MTLS)
+    oauth2: OAuth2In | None = Field(default=None, description=OAUTH2)
 
     _patterns = field_validator("events")(_check_patterns)
     _filter = field_validator("filter")(_check_filter)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -16,10 +17,11 @@ from ustun.store import UnitOfWork
 from ustun.store.accounts import account_id as named_account
 from ustun.store.dbapi import DbapiConnection
 from ustun.store.plans import run_sync
-from ustun.webhooks import filters, signing
+from ustun.webhooks import endpoint_auth, filters, signing
 from ustun.webhooks.adapters import for_connection
 from ustun.webhooks.adapters import plans as webhook_plans
 from ustun.webhooks.brokers.destinations import Destination, redact
+from ustun.webhooks.endpoint_auth import ClientCertificate, OAuth2
 from ustun.webhooks.operational import ENDPOINT_DISABLED
 from ustun.webhooks.records import Endpoint
 from ustun.webhooks.secretbox import SecretBox
@@ -69,6 +71,9 @@ class Target:
     destination: Destination | None = None
     # How many of its deliveries may be in flight at once, across every worker (1 if FIFO).
     room: int = DEFAULT_ENDPOINT_MAX_IN_FLIGHT
+    # Its own TLS context (a client certificate, authorities to trust), and OAuth2 credentials.
+    tls: ssl.SSLContext | None = None
+    oauth2: OAuth2 | None = None
 
     def current(self, version: int, now: datetime) -> bool:
         """Whether this is still right for the endpoint at `version`, at `now`."""
@@ -93,9 +98,53 @@ def destination(box: SecretBox, row: Endpoint) -> Destination | None:
     return Destination(row.kind, box.open(row.broker_url, context=row.id), row.destination)
 
 
+def client_certificate(box: SecretBox, row: Endpoint) -> ClientCertificate | None:
+    """The endpoint's client certificate, its key decrypted; None without one."""
+    if row.mtls_certificate is None or row.mtls_key is None:
+        return None
+    key = box.open(row.mtls_key, context=row.id)
+    return ClientCertificate(row.mtls_certificate, key, row.mtls_ca_bundle)
+
+
+def oauth2_credentials(box: SecretBox, row: Endpoint) -> OAuth2 | None:
+    """The endpoint's OAuth2 client credentials, the secret decrypted; None without them."""
+    if row.oauth2 is None or row.oauth2_secret is None:
+        return None
+    shown = json.loads(row.oauth2)
+    return OAuth2(
+        shown["token_url"],
+        shown["client_id"],
+        box.open(row.oauth2_secret, context=row.id),
+        shown.get("scope"),
+    )
+
+
+def mtls_columns(
+    box: SecretBox, endpoint_id: str, cert: ClientCertificate | None
+) -> dict[str, Any]:
+    """The columns of an endpoint's client certificate (all None: none), its key sealed."""
+    return {
+        "mtls_certificate": cert and cert.certificate,
+        "mtls_ca_bundle": cert and cert.ca_bundle,
+        "mtls_key": cert and box.seal(cert.private_key, context=endpoint_id),
+    }
+
+
+def oauth2_columns(box: SecretBox, endpoint_id: str, creds: OAuth2 | None) -> dict[str, Any]:
+    """The columns of an endpoint's OAuth2 credentials (both None: none), the secret sealed."""
+    if creds is None:
+        return {"oauth2": None, "oauth2_secret": None}
+    shown = {"token_url": creds.token_url, "client_id": creds.client_id, "scope": creds.scope}
+    return {
+        "oauth2": json.dumps(shown),
+        "oauth2_secret": box.seal(creds.client_secret, context=endpoint_id),
+    }
+
+
 def target(box: SecretBox, row: Endpoint, now: datetime) -> Target:
     """An endpoint row, decrypted for sending."""
     signing = signing_secrets(box, row, now)
+    cert = client_certificate(box, row)
     return Target(
         row.id,
         row.account_id,
@@ -108,6 +157,8 @@ def target(box: SecretBox, row: Endpoint, now: datetime) -> Target:
         row.previous_secret_expires_at if len(signing) > 1 else None,
         destination(box, row),
         cap(row.ordering, row.max_in_flight),
+        None if cert is None else endpoint_auth.ssl_context(cert),
+        oauth2_credentials(box, row),
     )
 
 
@@ -131,12 +182,15 @@ def new_endpoint(
     signature: signing.Scheme = signing.HMAC_SHA256,
     ordering: Ordering = UNORDERED,
     filter: Mapping[str, Any] | None = None,
+    mtls: ClientCertificate | None = None,
+    oauth2: OAuth2 | None = None,
 ) -> tuple[dict[str, Any], Signer]:
     """The row of a new endpoint with a fresh signing key (sealed in it), and the key (shown
     once); `webhooks.adapters.plans.insert_endpoint` writes it on any connection.
 
     A broker endpoint (`kind` rabbitmq or nats) publishes to `destination` at `url`; with a
-    payload `filter` (`webhooks.filters`) it gets only the events whose data passes it.
+    payload `filter` (`webhooks.filters`) it gets only the events whose data passes it; `mtls`
+    and `oauth2` (checked by `webhooks.endpoint_auth`) authenticate its requests.
     `ValueError` if `rate_limit` is out of bounds (`rate_limit_refusal`), `filters.FilterError`
     (a `ValueError`) if `filter` is refused.
     """
@@ -166,6 +220,8 @@ def new_endpoint(
         signature=signature,
         public_key=signing.public_key(secret),
         secret=box.seal(str(secret), context=endpoint_id),
+        **mtls_columns(box, endpoint_id, mtls),
+        **oauth2_columns(box, endpoint_id, oauth2),
         created_at=now,
         updated_at=now,
     )

@@ -21,7 +21,7 @@ from ustun.errors import ProblemError
 from ustun.http.preconditions import Preconditions
 from ustun.http.signature import Signer
 from ustun.store import Database
-from ustun.webhooks import endpoints
+from ustun.webhooks import endpoint_auth, endpoints
 from ustun.webhooks.adapters import for_connection, for_database
 from ustun.webhooks.addresses import resolution_refusal, url_refusal
 from ustun.webhooks.brokers import destinations
@@ -100,6 +100,31 @@ def _destination_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+def _checked_auth(
+    kind: str, url: str, fields: Mapping[str, Any], *, allow_private: bool
+) -> dict[str, Any]:
+    """The body's `mtls` and `oauth2` among `fields` as `webhooks.endpoint_auth` checks them
+    (None: removed), for an endpoint of `kind` at `url`; 422 `validation-error` if refused."""
+    checked: dict[str, Any] = {}
+    for field in ("mtls", "oauth2"):
+        if fields.get(field) is not None and kind != endpoints.HTTP:
+            raise _invalid(field, f"a {kind} endpoint takes no {field}", "kind")
+    mtls = fields.get("mtls")
+    if "mtls" in fields:
+        if mtls is not None and URL(url).scheme != "https":
+            raise _invalid("mtls", "a client certificate needs an https URL", "mtls")
+        checked["mtls"] = mtls and endpoint_auth.client_certificate(**mtls)
+    oauth2 = fields.get("oauth2")
+    if "oauth2" in fields:
+        try:
+            checked["oauth2"] = oauth2 and endpoint_auth.oauth2(
+                **oauth2, allow_private=allow_private
+            )
+        except ValueError as exc:
+            raise _invalid("oauth2.token_url", str(exc), "url") from None
+    return checked
+
+
 async def _endpoint(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Endpoint:
     row = await for_connection(conn).endpoint(conn, account_id, endpoint_id)
     if row is None:
@@ -140,7 +165,7 @@ async def checked_endpoint(fields: Mapping[str, Any], *, allow_private: bool) ->
     if kind in DESTINATION_FIELD:
         check_name(kind, values.get("destination") or "")
     await check_url(kind, values["url"], allow_private=allow_private)
-    return values
+    return values | _checked_auth(kind, values["url"], values, allow_private=allow_private)
 
 
 async def create_endpoint(
@@ -213,12 +238,25 @@ async def update_endpoint(
         values["events"] = json.dumps(values["events"])
     if "filter" in values:
         values["filter"] = endpoints.stored_filter(values["filter"])
-    if any(change.get(f) is not None for f in ("url", *DESTINATION_FIELD.values())):
+    authenticated: dict[str, Any] = {f: values.pop(f) for f in ("mtls", "oauth2") if f in values}
+    if authenticated or any(
+        change.get(f) is not None for f in ("url", *DESTINATION_FIELD.values())
+    ):
         # The kind never changes, so it may be read apart from the write.
-        kind = (await read_endpoint(db, account_id, endpoint_id)).kind
+        stored = await read_endpoint(db, account_id, endpoint_id)
         values |= await _new_destination(
-            box, kind, endpoint_id, change, allow_private=allow_private
+            box, stored.kind, endpoint_id, change, allow_private=allow_private
         )
+        auth = _checked_auth(
+            stored.kind,
+            change.get("url") or stored.url,
+            authenticated,
+            allow_private=allow_private,
+        )
+        if "mtls" in auth:
+            values |= endpoints.mtls_columns(box, endpoint_id, auth["mtls"])
+        if "oauth2" in auth:
+            values |= endpoints.oauth2_columns(box, endpoint_id, auth["oauth2"])
     values["updated_at"] = clock.now()
     async with db.unit_of_work() as uow:
         row, toggled = await for_database(db).change_endpoint(

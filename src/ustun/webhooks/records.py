@@ -18,7 +18,8 @@ EXPUNGED_DATA = "null"
 
 
 class Endpoint(NamedTuple):
-    """A webhook endpoint; `secret`, `previous_secret` and `broker_url` are sealed."""
+    """A webhook endpoint; `secret`, `previous_secret`, `broker_url`, `mtls_key` and
+    `oauth2_secret` are sealed."""
 
     id: str
     account_id: str
@@ -41,6 +42,11 @@ class Endpoint(NamedTuple):
     secret: str
     previous_secret: str | None
     previous_secret_expires_at: datetime | None
+    mtls_certificate: str | None
+    mtls_ca_bundle: str | None
+    mtls_key: str | None
+    oauth2: str | None
+    oauth2_secret: str | None
     failing_since: datetime | None
     circuit_failures: int
     circuit_open_until: datetime | None
@@ -86,6 +92,8 @@ class Sealed(NamedTuple):
     secret: str
     previous_secret: str | None
     broker_url: str | None
+    mtls_key: str | None
+    oauth2_secret: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,14 @@ endpoints = Table(
     Column("secret", Text(), nullable=False),
     Column("previous_secret", Text(), nullable=True),
     Column("previous_secret_expires_at", UTCDateTime(), nullable=True),
+    # Mutual TLS (migration 0023, `webhooks.endpoint_auth`): the client certificate chain and
+    # the authorities trusted for the receiver's certificate (PEM, public); the key, sealed.
+    Column("mtls_certificate", Text(), nullable=True),
+    Column("mtls_ca_bundle", Text(), nullable=True),
+    Column("mtls_key", Text(), nullable=True),
+    # OAuth2 client credentials: `{"token_url", "client_id", "scope"}` as JSON; the secret, sealed.
+    Column("oauth2", Text(), nullable=True),
+    Column("oauth2_secret", Text(), nullable=True),
     Column("failing_since", UTCDateTime(), nullable=True),
     # The circuit breaker (migration 0019, `webhooks.circuit`): consecutive failed attempts, and
     # while open the time of its probe (null: closed; later than now: open; passed: half-open).

@@ -21,15 +21,15 @@ from ustun.service.plumbing.conditional import Conditions, conditional_get
 from ustun.service.plumbing.deps import DB, AppSettings, Box, CurrentAccount, Cursor, Limit
 from ustun.service.plumbing.portal_access import check_events
 from ustun.store import Database
-from ustun.webhooks import circuit, operations, signing
+from ustun.webhooks import circuit, endpoint_auth, operations, signing
 from ustun.webhooks.adapters import for_database
 from ustun.webhooks.endpoint_body import EndpointIn, EndpointPatch
 from ustun.webhooks.records import Delivery, Endpoint
 
 router = APIRouter(prefix="/v1/webhook-endpoints", tags=["webhooks"])
 PATH = "/v1/webhook-endpoints"
-# The fields a PATCH may set to null: no rate limit, no payload filter.
-NULLABLE = ("rate_limit", "filter")
+# The fields a PATCH may set to null: no rate limit, payload filter, certificate, OAuth2.
+NULLABLE = ("rate_limit", "filter", "mtls", "oauth2")
 # Answers that show a signing secret: no cache may keep them (RFC 9111 §5.2.2.5).
 NO_STORE = "no-store"
 
@@ -60,6 +60,8 @@ def render(row: Endpoint) -> dict[str, Any]:
         "enabled": row.enabled,
         "disabled_reason": row.disabled_reason,
         "circuit": circuit.shown(row, clock.now()),
+        "mtls": _mtls(row),
+        "oauth2": None if row.oauth2 is None else json.loads(row.oauth2),
         "rate_limit": row.rate_limit,
         "max_in_flight": row.max_in_flight,
         "ordering": row.ordering,
@@ -67,6 +69,18 @@ def render(row: Endpoint) -> dict[str, Any]:
         "public_key": row.public_key,
         "created_at": rfc3339(row.created_at),
         "updated_at": rfc3339(row.updated_at),
+    }
+
+
+def _mtls(row: Endpoint) -> dict[str, Any] | None:
+    """What an endpoint shows of its client certificate: whose it is, until when."""
+    if row.mtls_certificate is None:
+        return None
+    leaf = endpoint_auth.summary(row.mtls_certificate)
+    return {
+        "subject": leaf.subject,
+        "not_after": rfc3339(leaf.not_after),
+        "ca_bundle": row.mtls_ca_bundle is not None,
     }
 
 
@@ -145,7 +159,7 @@ async def update_endpoint(
     pre: Conditions,
 ) -> dict[str, Any]:
     """Change the URL (exchange, subject), filters, payload, limits; `enabled: false`
-    disables (and logs it); `filter: null` removes the payload filter."""
+    disables (and logs it); `filter`, `mtls` or `oauth2` null removes it."""
     change = body.model_dump(exclude_unset=True)
     check_events(request, change.get("events"))
     nulled = [n for n, value in change.items() if value is None and n not in NULLABLE]

@@ -1,9 +1,9 @@
 """The secret key against what is stored under it: the startup check, and `ustun rotate-key`.
 
-Sealed at rest: every webhook endpoint's signing secrets and broker URL, and the stored body of
-an idempotent response marked `no-store` (see `ustun.idempotency.sealing`). A process whose key
-opens none of them would start and then fail every delivery, so startup opens every endpoint
-secret first.
+Sealed at rest: every webhook endpoint's signing secrets, broker URL, client certificate key
+and OAuth2 client secret, and the stored body of an idempotent response marked `no-store` (see
+`ustun.idempotency.sealing`). A process whose key opens none of them would start and then fail
+every delivery, so startup opens every endpoint secret first.
 
 The fingerprints of idempotency keys (`ustun.keys.fingerprint_keys`) are not re-keyed (a
 keyed hash cannot be): one made under the previous key is still checked while
@@ -64,7 +64,7 @@ async def check(db: Database, box: SecretBox, settings: Settings) -> None:
         rows = await for_database(db).sealed(conn, lock=False)
     try:
         for row in rows:
-            for sealed in filter(None, (row.secret, row.previous_secret, row.broker_url)):
+            for sealed in filter(None, row[1:]):
                 box.open(sealed, context=row.id)
     except SecretKeyError:
         raise key_mismatch(settings) from None
@@ -86,15 +86,15 @@ async def reseal(db: Database, box: SecretBox, settings: Settings) -> Resealed:
 
 
 async def _reseal_endpoints(db: Database, uow: UnitOfWork, box: SecretBox) -> int:
-    def again(sealed: str, endpoint_id: str) -> str:
+    def again(sealed: str | None, endpoint_id: str) -> str | None:
+        if sealed is None:
+            return None
         return box.seal(box.open(sealed, context=endpoint_id), context=endpoint_id)
 
     store = for_database(db)
     rows = await store.sealed(uow.conn, lock=True)
     for row in rows:
-        previous = row.previous_secret and again(row.previous_secret, row.id)
-        broker_url = row.broker_url and again(row.broker_url, row.id)
-        await store.reseal(uow, Sealed(row.id, again(row.secret, row.id), previous, broker_url))
+        await store.reseal(uow, Sealed._make((row.id, *(again(v, row.id) for v in row[1:]))))
     return len(rows)
 
 

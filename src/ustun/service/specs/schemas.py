@@ -157,6 +157,26 @@ class EndpointCircuit(BaseModel):
     )
 
 
+class EndpointMtls(BaseModel):
+    """The client certificate an endpoint presents (its key is never shown)."""
+
+    model_config = _OPEN
+
+    subject: str = Field(description="The leaf certificate's subject (RFC 4514).")
+    not_after: Timestamp = Field(description="When the leaf certificate expires.")
+    ca_bundle: bool = Field(description="Whether the endpoint trusts its own authorities.")
+
+
+class EndpointOAuth2(BaseModel):
+    """An endpoint's OAuth2 client credentials (the client secret is never shown)."""
+
+    model_config = _OPEN
+
+    token_url: str
+    client_id: str
+    scope: str | None
+
+
 class WebhookEndpoint(BaseModel):
     """A URL or broker destination subscribed to event types (never with its secret)."""
 
@@ -181,6 +201,8 @@ class WebhookEndpoint(BaseModel):
     enabled: bool
     disabled_reason: str | None
     circuit: EndpointCircuit
+    mtls: EndpointMtls | None = Field(description="The client certificate it presents, or null.")
+    oauth2: EndpointOAuth2 | None = Field(description="Its OAuth2 credentials, or null.")
     rate_limit: float | None = Field(
         ge=MIN_RATE_LIMIT,
         le=MAX_RATE_LIMIT,

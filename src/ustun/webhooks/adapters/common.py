@@ -606,22 +606,16 @@ class SqlStore:
 
     async def sealed(self, conn: AsyncConnection, *, lock: bool) -> list[Sealed]:
         """Every endpoint's sealed values; with `lock`, locked until the transaction ends."""
-        e = endpoints.c
-        query = select(e.id, e.secret, e.previous_secret, e.broker_url)
+        query = select(*(endpoints.c[name] for name in Sealed._fields))
         if lock:
             query = query.with_for_update()
         return [Sealed._make(row) for row in await conn.execute(query)]
 
     async def reseal(self, uow: UnitOfWork, sealed: Sealed) -> None:
         """Store the endpoint's values sealed anew."""
+        _, *values = sealed._asdict().items()
         await uow.conn.execute(
-            update(endpoints)
-            .where(endpoints.c.id == sealed.id)
-            .values(
-                secret=sealed.secret,
-                previous_secret=sealed.previous_secret,
-                broker_url=sealed.broker_url,
-            )
+            update(endpoints).where(endpoints.c.id == sealed.id).values(dict(values))
         )
 
 
