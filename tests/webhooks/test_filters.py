@@ -313,3 +313,26 @@ def test_parse_refuses_only_with_a_filter_error(spec: dict[str, Any]) -> None:
     except FilterError as exc:
         refused = exc
     assert refused is None or refused.position.startswith("filter")
+
+
+def _canonical(value: Any) -> Any:
+    """JSON equality as plain Python equality: booleans apart from numbers, objects and arrays
+    compared whole (an oracle written apart from `filters`)."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    if isinstance(value, list):
+        return ("array", tuple(_canonical(v) for v in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _canonical(v)) for k, v in value.items()))
+    return ("scalar", value)
+
+
+@given(json_values, json_values)
+def test_equality_is_json_equality(wanted: Any, value: Any) -> None:
+    equal = _canonical(wanted) == _canonical(value)
+    assert parse({"k": {"$eq": wanted}}).matches({"k": value}) is equal
+    assert parse({"k": {"$in": [[], wanted, "x"]}}).matches({"k": value}) is (
+        equal or _canonical(value) in (_canonical([]), _canonical("x"))
+    )

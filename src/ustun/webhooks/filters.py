@@ -57,8 +57,25 @@ class FilterError(ValueError):
 _MISSING: Any = object()
 
 
+_NUMBERS = (int, float)
+
+
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, _NUMBERS) and not isinstance(value, bool)
+
+
+def _scalar(value: Any) -> tuple[Any, ...] | None:
+    """A key of a JSON scalar, equal for equal scalars only (`1` and `1.0`, but not `true`);
+    None for an object, an array or `_MISSING`. Makes `$eq` and `$in` of scalars a hash look-up."""
+    if value is None:
+        return (None,)
+    if isinstance(value, bool):
+        return (bool, value)
+    if isinstance(value, _NUMBERS):
+        return (float, value)
+    if isinstance(value, str):
+        return (str, value)
+    return None
 
 
 def _equal(wanted: Any, value: Any) -> bool:
@@ -101,15 +118,28 @@ def _test(op: str, operand: Any) -> Callable[[Any], bool]:
         if isinstance(operand, str):
             return lambda value: isinstance(value, str) and compare(value, operand)
         return lambda value: _is_number(value) and compare(value, operand)
-    if op == "$eq":
-        return lambda value: _equal(operand, value)
-    if op == "$ne":
-        return lambda value: not _equal(operand, value)
-    if op == "$in":
-        return lambda value: any(_equal(w, value) for w in operand)
-    if op == "$nin":
-        return lambda value: not any(_equal(w, value) for w in operand)
+    if op in ("$eq", "$ne"):
+        equal = _member([operand])
+        return equal if op == "$eq" else lambda value: not equal(value)
+    if op in ("$in", "$nin"):
+        member = _member(operand)
+        return member if op == "$in" else lambda value: not member(value)
     return lambda value: (value is not _MISSING) is operand  # $exists
+
+
+def _member(values: list[Any]) -> Callable[[Any], bool]:
+    """Whether a value equals one of `values`: scalars by a hash look-up, objects and arrays
+    one by one."""
+    scalars = frozenset(k for k in map(_scalar, values) if k is not None)
+    whole = tuple(v for v in values if _scalar(v) is None)
+
+    def member(value: Any) -> bool:
+        key = _scalar(value)
+        if key is not None:
+            return key in scalars
+        return any(_equal(w, value) for w in whole)
+
+    return member
 
 
 @dataclass(frozen=True, slots=True)
