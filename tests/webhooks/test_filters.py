@@ -149,6 +149,8 @@ def _refusal(spec: Any) -> FilterError:
         ({"a": {"$in": [1, float("inf")]}}, "filter.a.$in[1]", "finite"),
         ({"a": {1, 2}}, "filter.a", "JSON value"),
         ({1: "a"}, "filter", "not a string"),
+        ({"a": {1: "b"}}, "filter.a", "not a string"),
+        ({"a": {"$gt": 1, 2: 3}}, "filter.a", "not a string"),
         ({"a": [[[[[[[[["deep"]]]]]]]]]}, "filter.a[0][0][0][0][0][0][0][0]", "nest"),
     ],
 )

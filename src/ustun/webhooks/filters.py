@@ -291,7 +291,7 @@ class _Parser:
         if any(not s for s in segments):
             raise FilterError(at, "a path is dot-separated names, none of them empty")
         path = _Path(tuple((s, _index(s)) for s in segments))
-        if isinstance(condition, dict) and any(k.startswith("$") for k in condition):
+        if isinstance(condition, dict) and any(str(k).startswith("$") for k in condition):
             return _Where(path, self._operators(condition, at))
         self._count(at)
         _value(condition, at, 1)
