@@ -51,7 +51,7 @@ from ustun.webhooks.brokers import Brokers
 from ustun.webhooks.operational import ATTEMPT_EXHAUSTED, ENDPOINT_RECOVERED, OPERATIONAL
 from ustun.webhooks.records import EXPUNGED_DATA
 from ustun.webhooks.secretbox import SecretBox
-from ustun.webhooks.sending import message, transport
+from ustun.webhooks.sending import message, oauth2, transport
 from ustun.webhooks.sending.outbox import EVENT_ID, emit
 from ustun.webhooks.sending.pacing import Pacer
 from ustun.webhooks.sending.schedule import RETRY_AFTER_STATUSES, retry_delay
@@ -146,6 +146,8 @@ class Dispatcher:
         self._endpoints: dict[str, endpoint_ops.Target] = {}
         # Broker connections open on first use: no broker endpoint, no client library import.
         self._brokers = Brokers(timeout=config.timeout, allow_private=config.allow_private)
+        # OAuth2 bearer tokens of the endpoints that require one, kept until shortly before expiry.
+        self._tokens = oauth2.Tokens(allow_private=config.allow_private)
         # Endpoints that may have a failing streak to clear on their next success.
         self._failing: set[str] = set()
         self._pacer = Pacer()
@@ -350,11 +352,34 @@ class Dispatcher:
                     endpoint.destination, item.event_type, item.event_id, body, headers
                 )
             else:
-                outcome = await transport.post(
-                    http, endpoint.url, body, headers, allow_private=self.config.allow_private
-                )
+                outcome = await self._post(http, endpoint, body, headers)
             tracing.attempt_outcome(span, ok=outcome.ok, status=outcome.status, error=outcome.error)
         return outcome
+
+    async def _post(
+        self,
+        http: aiohttp.ClientSession,
+        endpoint: endpoint_ops.Target,
+        body: bytes,
+        headers: dict[str, str],
+    ) -> transport.Outcome:
+        """POST to an HTTP endpoint with its own TLS context, and its bearer token if it has
+        OAuth2 credentials."""
+        allow_private = self.config.allow_private
+        if endpoint.oauth2 is not None:
+            return await oauth2.post(
+                http,
+                self._tokens,
+                endpoint.oauth2,
+                endpoint.url,
+                body,
+                headers,
+                allow_private=allow_private,
+                tls=endpoint.tls,
+            )
+        return await transport.post(
+            http, endpoint.url, body, headers, allow_private=allow_private, tls=endpoint.tls
+        )
 
     async def _write(self) -> None:
         """Record outcomes in batches: one transaction for whatever has queued up."""
