@@ -24,6 +24,7 @@ UstunError
 ├── RefusedAddress                 (also an OSError) webhooks may not connect to this address
 ├── BrokerRefused                  (ustun.webhooks.brokers) the broker nacked or has no such target
 ├── BrokerUnavailable              (ustun.webhooks.brokers) no usable connection to the broker
+├── TokenError                     (ustun.webhooks.sending.oauth2) no OAuth2 token for an endpoint
 ├── ClientError                    raised by `ustun.client`; carries the server's problem, if any
 │   ├── ApiError                   the server answered with an error that no retry can fix
 │   │   └── UpdateConflict         `update()` lost the race (412) on every attempt
@@ -36,8 +37,8 @@ UstunError
 ├── LoginRequired                  (ustun.service.dashboard) nobody is logged in: redirect
 └── BodyTooLarge                   (service.plumbing.body_limit; a Starlette HTTPException) 413
 
-The two broker errors belong to the broker transports, the last two to the service's plumbing;
-each is defined there.
+The two broker errors belong to the broker transports, `TokenError` to the OAuth2 client, the
+last two to the service's plumbing; each is defined there.
 """
 
 from __future__ import annotations

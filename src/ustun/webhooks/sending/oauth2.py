@@ -19,6 +19,7 @@ from urllib.parse import quote, urlencode
 
 import aiohttp
 
+from ustun.errors import UstunError
 from ustun.webhooks.endpoint_auth import OAuth2
 from ustun.webhooks.sending import transport
 
@@ -30,7 +31,7 @@ MAX_ANSWER = 64 * 1024
 """The most of a token answer read."""
 
 
-class TokenError(Exception):
+class TokenError(UstunError):
     """No token: the reason, as an attempt's error records it."""
 
 
