@@ -1,5 +1,5 @@
-"""`ustun.tracing`: which `OTEL_*` variables turn it on, off costs no import, and a Flask app's
-request is a server span whose trace its event and job keep."""
+"""`ustun.tracing`: which `OTEL_*` variables turn it on, off costs no import, a Flask app's
+request is a server span whose trace its event and job keep, and a Django app's one too."""
 
 from __future__ import annotations
 
@@ -139,3 +139,50 @@ def test_a_flask_request_is_a_server_span_whose_trace_its_event_and_job_keep(
     # The event keeps its emit span's context; the job the request's server span's.
     server_span = served["context"]["span_id"].removeprefix("0x")
     assert stored == [f"00-{trace_id}-{event_span}-01", f"00-{trace_id}-{server_span}-01"]
+
+
+DJANGO_PROGRAM = """
+import sys
+import django
+from django.conf import settings
+from django.http import HttpResponse
+from django.urls import path
+
+def order(request, order_id):
+    return HttpResponse(status=201)
+
+urlpatterns = [path("orders/<int:order_id>", order)]
+settings.configure(
+    ROOT_URLCONF=__name__,
+    MIDDLEWARE=["ustun.django.middleware.IdempotencyMiddleware"],
+    ALLOWED_HOSTS=["*"],
+    SECRET_KEY="tracing-test-secret-key-of-32-characters",
+)
+django.setup()
+from django.test import Client
+from ustun import tracing
+
+answer = Client().post("/orders/7", headers={"traceparent": sys.argv[1]})
+assert answer.status_code == 201, answer
+tracing.flush()
+"""
+
+
+def test_a_django_request_is_a_server_span_named_after_its_url_pattern() -> None:
+    trace_id, caller = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_TRACES_EXPORTER"] = "console"
+    done = subprocess.run(
+        [sys.executable, "-c", DJANGO_PROGRAM, f"00-{trace_id}-{caller}-01"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    [served] = _spans(done.stdout)
+    assert served["kind"] == "SpanKind.SERVER"
+    assert served["name"] == "POST /orders/<int:order_id>"
+    assert served["parent_id"] == f"0x{caller}"
+    assert served["context"]["trace_id"] == f"0x{trace_id}"
+    assert served["attributes"]["http.response.status_code"] == 201

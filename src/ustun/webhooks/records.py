@@ -57,7 +57,8 @@ class Endpoint(NamedTuple):
 
 class Event(NamedTuple):
     """An event of the log; `data` as stored (JSON text), `(txid, seq)` its feed position;
-    `expunged_at` when its payload was expunged (`data` is then `EXPUNGED_DATA`)."""
+    `expunged_at` when its payload was expunged (`data` is then `EXPUNGED_DATA`); `traceparent`
+    the trace its delivery attempts join (None with tracing off)."""
 
     id: str
     account_id: str
@@ -68,6 +69,7 @@ class Event(NamedTuple):
     txid: int
     seq: int
     expunged_at: datetime | None
+    traceparent: str | None
 
 
 class Delivery(NamedTuple):

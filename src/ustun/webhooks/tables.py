@@ -101,6 +101,9 @@ events = Table(
     # When retention (or a request) expunged its payload: `data` is then JSON `null`
     # (`records.EXPUNGED_DATA`), its id, type and times stay (migration 0018).
     Column("expunged_at", UTCDateTime(), nullable=True),
+    # The W3C traceparent of the span that emitted it (`ustun.tracing`), null with tracing off:
+    # each delivery attempt joins that trace (migration 0022).
+    Column("traceparent", String(55), nullable=True),
     Index("ix_webhook_events_account_id_id", "account_id", "id"),
     Index("ix_webhook_events_account_id_type_id", "account_id", "type", "id"),
     Index("ix_webhook_events_seq", "seq", unique=True),
