@@ -25,6 +25,7 @@ UstunError
 ├── BrokerRefused                  (ustun.webhooks.brokers) the broker nacked or has no such target
 ├── BrokerUnavailable              (ustun.webhooks.brokers) no usable connection to the broker
 ├── TokenError                     (ustun.webhooks.sending.oauth2) no OAuth2 token for an endpoint
+├── FilterError                    (ustun.webhooks.filters, a ValueError) a refused payload filter
 ├── ClientError                    raised by `ustun.client`; carries the server's problem, if any
 │   ├── ApiError                   the server answered with an error that no retry can fix
 │   │   └── UpdateConflict         `update()` lost the race (412) on every attempt
@@ -37,8 +38,9 @@ UstunError
 ├── LoginRequired                  (ustun.service.dashboard) nobody is logged in: redirect
 └── BodyTooLarge                   (service.plumbing.body_limit; a Starlette HTTPException) 413
 
-The two broker errors belong to the broker transports, `TokenError` to the OAuth2 client, the
-last two to the service's plumbing; each is defined there.
+The two broker errors belong to the broker transports, `TokenError` to the OAuth2 client,
+`FilterError` to the payload filters, the last two to the service's plumbing; each is defined
+there.
 """
 
 from __future__ import annotations

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ustun.errors import UstunError
+
 # Bounds checked at the door (`parse`), so that matching an event stays cheap.
 MAX_DEPTH = 8  # filters nested in `$and`/`$or`/`$not`, and objects or arrays nested in a value
 MAX_CONDITIONS = 64  # equalities and operators, over the whole filter
@@ -43,7 +45,7 @@ LOGICAL = ("$and", "$or", "$not")
 COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists")
 
 
-class FilterError(ValueError):
+class FilterError(UstunError, ValueError):
     """A filter refused by `parse`: `position` is where (`filter.$and[1].amount.$gt`), `reason`
     what is wrong there."""
 
