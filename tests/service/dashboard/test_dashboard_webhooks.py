@@ -370,7 +370,7 @@ async def test_an_ed25519_endpoint_shows_its_public_key_not_a_secret(
         browser,
         csrf,
         kind="nats",
-        url="nats://broker.example.com",
+        url="tls://broker.example.com",
         destination="ustun.signed",
         signature="ed25519",
     )
