@@ -10,28 +10,32 @@ import asyncio
 import io
 import os
 import re
-import subprocess
-import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 import pytest
 from PIL import Image
 from playwright.sync_api import Browser, Page, expect
 
+from browser_support import (
+    DESKTOP,
+    PHONE,
+    RETRY_BY_HAND,
+    SCREENSHOTS,
+    Receiver,
+    csp_violations,
+    new_key,
+    off_loop,
+    receiving,
+    served,
+)
 from support import (
     BACKENDS,
-    USTUN,
     Server,
     UstunProcess,
-    drop_pg_database,
-    make_pg_database,
     wait_for,
 )
 from ustun.service.plumbing.accounts import account_for_key
@@ -39,12 +43,7 @@ from ustun.store import Database
 from ustun.webhooks.sending import outbox
 
 pytestmark = pytest.mark.e2e
-T = TypeVar("T")
 
-KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
-SCREENSHOTS = Path(__file__).parents[2] / "docs" / "screenshots"
-PHONE = {"width": 390, "height": 844}
-DESKTOP = {"width": 1280, "height": 800}
 # Event types a library user may emit: longer than any of the catalogue's.
 LONG_TYPES = [
     "customer.subscription.payment_method.automatically_updated",
@@ -64,21 +63,7 @@ class Service:
 
     def new_key(self, account: str) -> str:
         """A key of another account, made with `ustun keys create`."""
-        done = subprocess.run(
-            [USTUN, "keys", "create", "--account", account],
-            env={**os.environ, "USTUN_DATABASE_URL": self.database_url},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        return done.stdout.strip()
-
-
-def off_loop(work: Callable[[], T]) -> T:
-    """Run `work` (which runs its own asyncio loop) outside Playwright's running loop."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(work).result()
+        return new_key(self.database_url, "--account", account)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -86,74 +71,17 @@ def service(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Service]:
     tmp = tmp_path_factory.mktemp("dashboard")
-    if request.param == "sqlite":
-        name, url = None, f"sqlite:///{tmp / 'ustun.db'}"
-    else:
-        name, url = off_loop(make_pg_database)
-    # One retry, far away: only the dashboard's Retry button sends a failed delivery again.
-    server = Server(
-        url,
-        tmp / "serve.log",
-        USTUN_WEBHOOK_ALLOW_PRIVATE="1",
-        USTUN_WEBHOOK_RETRY_SCHEDULE="3600",
-        USTUN_WEBHOOK_TIMEOUT="5",
-    ).start()
-    try:
-        key = wait_for(lambda: KEY.search(server.output()), what="the first API key").group()
+    with served(request.param, tmp, **RETRY_BY_HAND) as (server, url, key):
         yield Service(server, key, url)
-    finally:
-        server.stop()
-        if name is not None:
-            off_loop(lambda: drop_pg_database(name))
-
-
-class Receiver:
-    """A local webhook receiver that answers 500 until told to accept."""
-
-    def __init__(self) -> None:
-        self.accepting = False
-        self.received: list[bytes] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                receiver.received.append(self.rfile.read(int(self.headers["content-length"])))
-                status = 204 if receiver.accepting else 500
-                self.send_response(status)
-                self.send_header("content-length", "0" if status == 204 else "12")
-                self.end_headers()
-                if status != 204:
-                    self.wfile.write(b"not yet, sorry"[:12])
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/hook"
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
 
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    running = Receiver()
-    yield running
-    running.http.shutdown()
-    running.http.server_close()
+    with receiving() as running:
+        yield running
 
 
 # `browser`, Debian's Chromium driven by Playwright, is shared with other modules: conftest.py.
-
-
-def csp_violations(page: Page) -> list[str]:
-    """Collect what the page's Content-Security-Policy refuses (Chromium logs each refusal)."""
-    refused: list[str] = []
-    page.on(
-        "console",
-        lambda message: (
-            refused.append(message.text) if "Content Security Policy" in message.text else None
-        ),
-    )
-    return refused
 
 
 @pytest.fixture
@@ -354,41 +282,34 @@ def test_a_job_page_follows_progress_live_until_done(
 ) -> None:
     # A database of its own and a server without a worker: the job waits, page already open,
     # until a separate `ustun worker` process starts and runs it.
-    if service.database_url.startswith("sqlite"):
-        name, url = None, f"sqlite:///{tmp_path / 'jobs.db'}"
-    else:
-        name, url = off_loop(make_pg_database)
-    quiet = Server(url, tmp_path / "quiet.log", "--no-worker").start()
-    worker = UstunProcess(["worker"], {"USTUN_DATABASE_URL": url}, tmp_path / "worker.log")
-    try:
-        key = wait_for(lambda: KEY.search(quiet.output()), what="the first API key").group()
-        auth = {"authorization": f"Bearer {key}"}
-        accepted = httpx.post(
-            f"{quiet.base_url}/v1/reports",
-            json={"period": "2026", "format": "csv"},
-            headers=auth,
-        )
-        assert accepted.status_code == 202, accepted.text
-        job_id = accepted.json()["id"]
+    backend = "sqlite" if service.database_url.startswith("sqlite") else "postgresql"
+    with served(backend, tmp_path, "--no-worker") as (quiet, url, key):
+        worker = UstunProcess(["worker"], {"USTUN_DATABASE_URL": url}, tmp_path / "worker.log")
+        try:
+            auth = {"authorization": f"Bearer {key}"}
+            accepted = httpx.post(
+                f"{quiet.base_url}/v1/reports",
+                json={"period": "2026", "format": "csv"},
+                headers=auth,
+            )
+            assert accepted.status_code == 202, accepted.text
+            job_id = accepted.json()["id"]
 
-        page.goto(f"{quiet.base_url}/dashboard")
-        page.get_by_label("API key").fill(key)
-        page.get_by_role("button", name="Log in").click()
-        page.get_by_role("link", name="Jobs").click()
-        page.get_by_role("link", name=job_id).click()
-        expect(page.locator("[data-field=status]")).to_have_text("pending")
-        expect(page.locator("[data-job-stream]")).to_have_count(1)
+            page.goto(f"{quiet.base_url}/dashboard")
+            page.get_by_label("API key").fill(key)
+            page.get_by_role("button", name="Log in").click()
+            page.get_by_role("link", name="Jobs").click()
+            page.get_by_role("link", name=job_id).click()
+            expect(page.locator("[data-field=status]")).to_have_text("pending")
+            expect(page.locator("[data-job-stream]")).to_have_count(1)
 
-        worker.start()
-        expect(page.locator("[data-field=status]")).to_have_text("done", timeout=30_000)
-        expect(page.locator("[data-result]")).to_be_visible()
-        expect(page.locator("progress")).to_have_attribute("value", "100")
-    finally:
-        if worker.alive():
-            worker.stop()
-        quiet.stop()
-        if name is not None:
-            off_loop(lambda: drop_pg_database(name))
+            worker.start()
+            expect(page.locator("[data-field=status]")).to_have_text("done", timeout=30_000)
+            expect(page.locator("[data-result]")).to_be_visible()
+            expect(page.locator("progress")).to_have_attribute("value", "100")
+        finally:
+            if worker.alive():
+                worker.stop()
 
 
 @dataclass

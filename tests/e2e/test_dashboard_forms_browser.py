@@ -4,32 +4,26 @@ that never break inside at 1280 px; `/problems` in the dashboard's look."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TypeVar
 
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from browser_support import (
+    DESKTOP,
+    new_key,
+    served,
+)
 from support import (
     BACKENDS,
-    FIRST_KEY,
-    USTUN,
     Server,
-    drop_pg_database,
-    make_pg_database,
-    wait_for,
 )
 
 pytestmark = pytest.mark.e2e
-T = TypeVar("T")
 
-DESKTOP = {"width": 1280, "height": 800}
 # A URL longer than the table's column can hold, so the table squeezes its other columns.
 LONG_URL = "http://127.0.0.1:9/" + "/".join(f"orders-service-{n}-incoming-hooks" for n in range(8))
 PATTERNS = ["payment.*", "transfer.completed"]
@@ -45,40 +39,15 @@ class Service:
 
     def new_key(self, account: str) -> str:
         """A key of another account, made with `ustun keys create`."""
-        done = subprocess.run(
-            [USTUN, "keys", "create", "--account", account],
-            env={**os.environ, "USTUN_DATABASE_URL": self.database_url},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        return done.stdout.strip()
-
-
-def off_loop(work: Callable[[], T]) -> T:
-    """Run `work` (which runs its own asyncio loop) outside Playwright's running loop."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(work).result()
+        return new_key(self.database_url, "--account", account)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def service(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Service]:
-    tmp = tmp_path_factory.mktemp("forms")
-    if request.param == "sqlite":
-        name, url = None, f"sqlite:///{tmp / 'ustun.db'}"
-    else:
-        name, url = off_loop(make_pg_database)
-    server = Server(url, tmp / "serve.log", USTUN_WEBHOOK_ALLOW_PRIVATE="1").start()
-    try:
-        key = wait_for(lambda: FIRST_KEY.search(server.output()), what="the first API key")
-        yield Service(server, key.group(), url)
-    finally:
-        server.stop()
-        if name is not None:
-            off_loop(lambda: drop_pg_database(name))
+    with served(request.param, tmp_path_factory.mktemp("forms")) as (server, url, key):
+        yield Service(server, key, url)
 
 
 @pytest.fixture

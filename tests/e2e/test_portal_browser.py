@@ -12,15 +12,13 @@ import asyncio
 import io
 import os
 import re
-import subprocess
 import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -28,24 +26,27 @@ from PIL import Image
 from playwright.sync_api import Browser, Page, expect
 from sqlalchemy import update
 
+from browser_support import (
+    DESKTOP,
+    PHONE,
+    RETRY_BY_HAND,
+    SCREENSHOTS,
+    Receiver,
+    csp_violations,
+    new_key,
+    off_loop,
+    receiving,
+    served,
+)
 from support import (
     BACKENDS,
-    USTUN,
     Server,
-    drop_pg_database,
-    make_pg_database,
     wait_for,
 )
 from ustun.store import Database
 from ustun.store.tables import portal_sessions
 
 pytestmark = pytest.mark.e2e
-T = TypeVar("T")
-
-KEY = re.compile(r"ustun_sk_[A-Za-z0-9_-]{43}")
-SCREENSHOTS = Path(__file__).parents[2] / "docs" / "screenshots"
-PHONE = {"width": 390, "height": 844}
-DESKTOP = {"width": 1280, "height": 800}
 
 
 @dataclass
@@ -74,91 +75,25 @@ class Portal:
         return found
 
 
-def off_loop(work: Callable[[], T]) -> T:
-    """Run `work` (which runs its own asyncio loop) outside Playwright's running loop."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(work).result()
-
-
-def _key(database_url: str, *args: str) -> str:
-    done = subprocess.run(
-        [USTUN, "keys", "create", *args],
-        env={**os.environ, "USTUN_DATABASE_URL": database_url},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
 @pytest.fixture(scope="module", params=BACKENDS)
 def service(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Portal]:
     tmp = tmp_path_factory.mktemp("portal")
-    if request.param == "sqlite":
-        name, url = None, f"sqlite:///{tmp / 'ustun.db'}"
-    else:
-        name, url = off_loop(make_pg_database)
-    # One retry, far away: only the portal's Retry button sends a failed delivery again.
-    server = Server(
-        url,
-        tmp / "serve.log",
-        USTUN_WEBHOOK_ALLOW_PRIVATE="1",
-        USTUN_WEBHOOK_RETRY_SCHEDULE="3600",
-        USTUN_WEBHOOK_TIMEOUT="5",
-    ).start()
-    try:
-        wait_for(lambda: KEY.search(server.output()), what="the first API key")
+    with served(request.param, tmp, **RETRY_BY_HAND) as (server, url, _):
         yield Portal(
             server,
             url,
-            operator=_key(url, "--account", "ops", "--operator"),
-            acme=_key(url, "--account", "acme"),
-            globex=_key(url, "--account", "globex"),
+            operator=new_key(url, "--account", "ops", "--operator"),
+            acme=new_key(url, "--account", "acme"),
+            globex=new_key(url, "--account", "globex"),
         )
-    finally:
-        server.stop()
-        if name is not None:
-            off_loop(lambda: drop_pg_database(name))
-
-
-class Receiver:
-    """A local webhook receiver that answers 500 until told to accept."""
-
-    def __init__(self) -> None:
-        self.accepting = False
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["content-length"]))
-                if receiver.accepting:
-                    self.send_response(204)
-                    self.send_header("content-length", "0")
-                    self.end_headers()
-                    return
-                body = b"not yet, sorry"
-                self.send_response(500)
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/hook"
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
 
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    running = Receiver()
-    yield running
-    running.http.shutdown()
-    running.http.server_close()
+    with receiving() as running:
+        yield running
 
 
 @pytest.fixture
@@ -166,11 +101,7 @@ def page(browser: Browser) -> Iterator[Page]:
     """A fresh page; the test fails if the portal's Content-Security-Policy refused anything."""
     context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
     opened = context.new_page()
-    refused: list[str] = []
-    opened.on(
-        "console",
-        lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None,
-    )
+    refused = csp_violations(opened)
     yield opened
     context.close()
     assert refused == [], refused
