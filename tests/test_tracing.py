@@ -186,3 +186,64 @@ def test_a_django_request_is_a_server_span_named_after_its_url_pattern() -> None
     assert served["parent_id"] == f"0x{caller}"
     assert served["context"]["trace_id"] == f"0x{trace_id}"
     assert served["attributes"]["http.response.status_code"] == 201
+
+
+ASGI_PROGRAM = """
+import asyncio, sys
+import httpx
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from ustun import tracing
+from ustun.idempotency import IdempotencyMiddleware, SqlRecordStore
+from ustun.store import Database
+from ustun.store.migrate import upgrade
+
+async def order(request):
+    return JSONResponse({"ok": True}, status_code=201)
+
+async def main():
+    db = Database(f"sqlite:///{sys.argv[1]}")
+    await upgrade(db)
+    app = Starlette(routes=[Route("/orders", order, methods=["POST"])])
+    wrapped = IdempotencyMiddleware(app, store=SqlRecordStore(db), transactional=True)
+    sent = {"traceparent": sys.argv[2], "idempotency-key": "k-1"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(wrapped), base_url="http://t") as c:
+        for _ in range(2):
+            answer = await c.post("/orders", json={}, headers=sent)
+            assert answer.status_code == 201, answer.text
+    await db.dispose()
+    tracing.flush()
+
+asyncio.run(main())
+"""
+
+
+def test_the_asgi_middleware_opens_the_server_span_of_an_app_without_instrumentation(
+    tmp_path: Path,
+) -> None:
+    trace_id, caller = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_TRACES_EXPORTER"] = "console"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            ASGI_PROGRAM,
+            str(tmp_path / "app.db"),
+            f"00-{trace_id}-{caller}-01",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    spans = _spans(done.stdout)
+    served = [s for s in spans if s["kind"] == "SpanKind.SERVER"]
+    assert [s["parent_id"] for s in served] == [f"0x{caller}", f"0x{caller}"]
+    assert {s["context"]["trace_id"] for s in served} == {f"0x{trace_id}"}
+    assert [s["attributes"]["http.response.status_code"] for s in served] == [201, 201]
+    decided = [s for s in spans if s["name"] == "ustun.idempotency"]
+    assert [d["parent_id"] for d in decided] == [s["context"]["span_id"] for s in served]
+    assert [d["attributes"]["ustun.idempotency.replayed"] for d in decided] == [False, True]
