@@ -15,7 +15,7 @@ lease has not ended: the claim counts them under the endpoint's lock to enforce
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
@@ -345,6 +345,10 @@ class WebhookStore(ReceivingStore, Protocol):
 
     async def event(self, conn: AsyncConnection, event_id: str) -> Event:
         """One event row (it exists)."""
+        ...
+
+    async def traceparents(self, conn: AsyncConnection, event_ids: Iterable[str]) -> dict[str, str]:
+        """The stored trace context of each of the events that has one, by event id."""
         ...
 
     async def delivery(

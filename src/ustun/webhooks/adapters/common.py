@@ -358,6 +358,10 @@ class SqlStore:
             (await conn.execute(select(events).where(events.c.id == event_id))).one()
         )
 
+    async def traceparents(self, conn: AsyncConnection, event_ids: Iterable[str]) -> dict[str, str]:
+        """The stored trace context of each of the events that has one, by event id."""
+        return await run(plans.traceparents(event_ids), conn)
+
     async def delivery(
         self, conn: AsyncConnection, account_id: str, delivery_id: str
     ) -> Delivery | None:

@@ -42,11 +42,9 @@ from ustun.defaults import (
 from ustun.http.retry_after import parse_retry_after
 from ustun.http.signature import headers as signed_headers
 from ustun.store import Database, UnitOfWork
-from ustun.store.plans import run
 from ustun.webhooks import catalog, retention
 from ustun.webhooks import endpoints as endpoint_ops
 from ustun.webhooks.adapters import for_database
-from ustun.webhooks.adapters import plans as webhook_plans
 from ustun.webhooks.brokers import Brokers
 from ustun.webhooks.operational import ATTEMPT_EXHAUSTED, ENDPOINT_RECOVERED, OPERATIONAL
 from ustun.webhooks.records import EXPUNGED_DATA
@@ -292,7 +290,7 @@ class Dispatcher:
         if not tracing.ENABLED:
             return {}
         async with self.db.read() as conn:
-            return await run(webhook_plans.traceparents(c.event_id for c in claimed), conn)
+            return await self.store.traceparents(conn, (c.event_id for c in claimed))
 
     async def _deliver(
         self,
