@@ -18,6 +18,7 @@ from sqlalchemy import (
     Row,
     Select,
     bindparam,
+    case,
     func,
     insert,
     literal_column,
@@ -84,7 +85,10 @@ def _ready(
     d, w = deliveries, endpoints
     held = (d.c.endpoint_id == w.c.id, _LEASED, d.c.next_attempt_at > now)
     leased = select(func.count()).where(*held, d.c.id.not_in(list(finished))).scalar_subquery()
-    probing = select(func.count()).where(*held).scalar_subquery()
+    half_open = w.c.enabled & w.c.circuit_open_until.is_not(None)
+    # Counted only for a half-open endpoint (CASE evaluates it lazily): the claim reads this
+    # for every ready endpoint.
+    probing = case((half_open, select(func.count()).where(*held).scalar_subquery()), else_=0)
     due = select(d.c.id).where(d.c.endpoint_id == w.c.id, _DUE, d.c.next_attempt_at <= now)
     return select(
         w.c.id,
@@ -93,7 +97,7 @@ def _ready(
         w.c.rate_limit,
         w.c.ordering,
         w.c.next_send_at,
-        (w.c.enabled & w.c.circuit_open_until.is_not(None)).label("half_open"),
+        half_open.label("half_open"),
         leased.label("leased"),
         probing.label("probing"),
     ).where(
