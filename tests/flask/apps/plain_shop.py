@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from boot import create_tables
 from flask import Flask, request
 from sqlalchemy import Integer, create_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -27,7 +28,7 @@ class PlainPayment(Base):
 
 url = os.environ["SHOP_DATABASE_URL"]
 engine = create_engine(url, connect_args={"timeout": 30} if url.startswith("sqlite") else {})
-Base.metadata.create_all(engine)
+create_tables(engine, Base.metadata)
 app = Flask(__name__)
 app.config["SECRET_KEY"] = os.environ["SHOP_SECRET_KEY"]
 ustun = Ustun(app, engine=engine)

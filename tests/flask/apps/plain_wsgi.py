@@ -16,10 +16,10 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Column, Integer, MetaData, Table, create_engine, insert, text
+from boot import create_tables
+from sqlalchemy import Column, Integer, MetaData, Table, create_engine, insert
 
 from ustun.defaults import DEFAULT_IDEMPOTENCY_TTL, DEFAULT_REDIS_PREFIX
-from ustun.store.dbapi import begin_immediate, sqlalchemy_connection
 from ustun.wsgi import IdempotencyMiddleware
 
 url = os.environ["SHOP_DATABASE_URL"]
@@ -32,20 +32,7 @@ orders = Table(
 )
 
 
-def create_orders() -> None:
-    """Create the orders table unless it exists. gunicorn's workers import this module at the
-    same moment, and two CREATE TABLEs of one name on PostgreSQL collide (a unique violation in
-    pg_type, or "already exists"), failing a worker's boot: each worker checks and creates
-    under a lock held to its commit (PostgreSQL's advisory lock, SQLite's write lock)."""
-    with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('wsgi_order'))"))
-        else:
-            begin_immediate(sqlalchemy_connection(conn))
-        orders.metadata.create_all(conn)
-
-
-create_orders()
+create_tables(engine, orders.metadata)
 
 
 def orders_app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
