@@ -105,40 +105,44 @@ def _spans(output: str) -> list[dict[str, Any]]:
     return spans
 
 
-def test_a_flask_request_is_a_server_span_whose_trace_its_event_and_job_keep(
-    tmp_path: Path,
-) -> None:
-    trace_id, caller = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+# The caller's trace an incoming `traceparent` names: its trace id and its span id.
+TRACE_ID, CALLER = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+
+
+def _traced(program: str, *args: str) -> str:
+    """Run `program` in a fresh interpreter with the console span exporter (and no other
+    `OTEL_*` variable), given `args` and then the caller's traceparent; its standard output."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["OTEL_TRACES_EXPORTER"] = "console"
     done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            FLASK_PROGRAM,
-            str(tmp_path / "shop.db"),
-            f"00-{trace_id}-{caller}-01",
-        ],
+        [sys.executable, "-c", program, *args, f"00-{TRACE_ID}-{CALLER}-01"],
         env=env,
         capture_output=True,
         text=True,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    return done.stdout
+
+
+def test_a_flask_request_is_a_server_span_whose_trace_its_event_and_job_keep(
+    tmp_path: Path,
+) -> None:
+    output = _traced(FLASK_PROGRAM, str(tmp_path / "shop.db"))
+    lines = output.splitlines()
     stored = [line.split()[1] for line in lines if line.startswith("STORED")]
     spans = _spans("\n".join(line for line in lines if not line.startswith("STORED")))
     [served] = [s for s in spans if s["kind"] == "SpanKind.SERVER"]
     assert served["name"] == "POST /orders/<int:order_id>"
-    assert served["parent_id"] == f"0x{caller}"  # the incoming traceparent
-    assert served["context"]["trace_id"] == f"0x{trace_id}"
+    assert served["parent_id"] == f"0x{CALLER}"  # the incoming traceparent
+    assert served["context"]["trace_id"] == f"0x{TRACE_ID}"
     assert served["attributes"]["http.response.status_code"] == 201
     [emitted] = [s for s in spans if s["name"] == "ustun.webhook.emit"]
     assert emitted["parent_id"] == served["context"]["span_id"]
     event_span = emitted["context"]["span_id"].removeprefix("0x")
     # The event keeps its emit span's context; the job the request's server span's.
     server_span = served["context"]["span_id"].removeprefix("0x")
-    assert stored == [f"00-{trace_id}-{event_span}-01", f"00-{trace_id}-{server_span}-01"]
+    assert stored == [f"00-{TRACE_ID}-{event_span}-01", f"00-{TRACE_ID}-{server_span}-01"]
 
 
 DJANGO_PROGRAM = """
@@ -169,22 +173,11 @@ tracing.flush()
 
 
 def test_a_django_request_is_a_server_span_named_after_its_url_pattern() -> None:
-    trace_id, caller = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env["OTEL_TRACES_EXPORTER"] = "console"
-    done = subprocess.run(
-        [sys.executable, "-c", DJANGO_PROGRAM, f"00-{trace_id}-{caller}-01"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    [served] = _spans(done.stdout)
+    [served] = _spans(_traced(DJANGO_PROGRAM))
     assert served["kind"] == "SpanKind.SERVER"
     assert served["name"] == "POST /orders/<int:order_id>"
-    assert served["parent_id"] == f"0x{caller}"
-    assert served["context"]["trace_id"] == f"0x{trace_id}"
+    assert served["parent_id"] == f"0x{CALLER}"
+    assert served["context"]["trace_id"] == f"0x{TRACE_ID}"
     assert served["attributes"]["http.response.status_code"] == 201
 
 
@@ -222,27 +215,10 @@ asyncio.run(main())
 def test_the_asgi_middleware_opens_the_server_span_of_an_app_without_instrumentation(
     tmp_path: Path,
 ) -> None:
-    trace_id, caller = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env["OTEL_TRACES_EXPORTER"] = "console"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            ASGI_PROGRAM,
-            str(tmp_path / "app.db"),
-            f"00-{trace_id}-{caller}-01",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    spans = _spans(done.stdout)
+    spans = _spans(_traced(ASGI_PROGRAM, str(tmp_path / "app.db")))
     served = [s for s in spans if s["kind"] == "SpanKind.SERVER"]
-    assert [s["parent_id"] for s in served] == [f"0x{caller}", f"0x{caller}"]
-    assert {s["context"]["trace_id"] for s in served} == {f"0x{trace_id}"}
+    assert [s["parent_id"] for s in served] == [f"0x{CALLER}", f"0x{CALLER}"]
+    assert {s["context"]["trace_id"] for s in served} == {f"0x{TRACE_ID}"}
     assert [s["attributes"]["http.response.status_code"] for s in served] == [201, 201]
     decided = [s for s in spans if s["name"] == "ustun.idempotency"]
     assert [d["parent_id"] for d in decided] == [s["context"]["span_id"] for s in served]
