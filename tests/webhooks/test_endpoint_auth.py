@@ -106,18 +106,16 @@ async def receiver(ca: trustme.CA) -> AsyncIterator[MutualTls]:
         yield served
 
 
+async def post(receiver: MutualTls, tls: ssl.SSLContext) -> transport.Outcome:
+    """One POST to the receiver as the dispatcher sends it, with the TLS context `tls`."""
+    async with transport.session(timeout=5, allow_private=True, limit=4) as http:
+        return await transport.post(http, receiver.url(), b"{}", {}, allow_private=True, tls=tls)
+
+
 async def test_the_endpoints_client_certificate_is_presented_and_accepted(
     receiver: MutualTls, client: ClientCertificate
 ) -> None:
-    async with transport.session(timeout=5, allow_private=True, limit=4) as http:
-        got = await transport.post(
-            http,
-            receiver.url(),
-            b"{}",
-            {},
-            allow_private=True,
-            tls=endpoint_auth.ssl_context(client),
-        )
+    got = await post(receiver, endpoint_auth.ssl_context(client))
     assert got.status == 200, got
     assert len(receiver.seen) == 1
     assert CLIENT_NAME in receiver.seen[0]
@@ -127,15 +125,7 @@ async def test_without_a_client_certificate_the_server_refuses_and_the_outcome_s
     receiver: MutualTls, client: ClientCertificate
 ) -> None:
     trusting = ssl.create_default_context(cadata=client.ca_bundle)  # the server, but no client
-    async with transport.session(timeout=5, allow_private=True, limit=4) as http:
-        got = await transport.post(
-            http,
-            receiver.url(),
-            b"{}",
-            {},
-            allow_private=True,
-            tls=trusting,
-        )
+    got = await post(receiver, trusting)
     # TLS 1.3 refuses after the handshake: the client reads the server's alert or, when the
     # server's reset comes first, the reset. Either way no request reached the receiver.
     assert got.status is None
@@ -149,14 +139,6 @@ async def test_a_server_certificate_outside_the_endpoints_authorities_is_refused
 ) -> None:
     stranger = trustme.CA().cert_pem.bytes().decode()
     alone = ClientCertificate(client.certificate, client.private_key, stranger)
-    async with transport.session(timeout=5, allow_private=True, limit=4) as http:
-        got = await transport.post(
-            http,
-            receiver.url(),
-            b"{}",
-            {},
-            allow_private=True,
-            tls=endpoint_auth.ssl_context(alone),
-        )
+    got = await post(receiver, endpoint_auth.ssl_context(alone))
     assert got.status is None
     assert "CERTIFICATE_VERIFY_FAILED" in (got.error or "")
