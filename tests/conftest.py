@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from hypothesis import settings
 
 from support import BACKENDS, drop_pg_database, make_pg_database, migrate_database
@@ -118,3 +119,20 @@ async def client(
             headers={"authorization": f"Bearer {api_key}"},
         ) as http:
             yield http
+
+
+@pytest.fixture
+async def app(settings: Settings, db: Database) -> AsyncIterator[FastAPI]:
+    """The service in-process on the current backend, its lifespan running."""
+    application = create_app(settings, db=db)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+async def browser(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of `app` that keeps cookies and is not logged in (nor sends a key)."""
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+    ) as http:
+        yield http

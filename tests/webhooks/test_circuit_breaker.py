@@ -27,9 +27,7 @@ from sqlalchemy import select
 from dashboard_support import log_in
 from support import UstunProcess, in_background
 from ustun import clock
-from ustun.service import create_app
 from ustun.service.plumbing.accounts import account_for_key, create_key
-from ustun.settings import Settings
 from ustun.store import Database
 from ustun.webhooks import circuit
 from ustun.webhooks import endpoints as ops
@@ -241,19 +239,6 @@ async def _circuit_set(db: Database, endpoint_id: str, failures: int, open_until
             open_until=open_until,
             now=clock.now(),
         )
-
-
-@pytest.fixture
-async def browser(settings: Settings, db: Database) -> AsyncIterator[httpx.AsyncClient]:
-    """A cookie-keeping client of the app (the API with a bearer key, the dashboard logged in)."""
-    app = create_app(settings, db=db)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://testserver"
-        ) as http,
-    ):
-        yield http
 
 
 async def test_the_api_and_the_dashboard_show_the_circuit(
