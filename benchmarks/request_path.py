@@ -1,21 +1,32 @@
-"""The request path against hand-written code: `ustun serve` beside a careful engineer's app.
+"""The request path against hand-written code: `ustun serve` beside the apps engineers write.
 
-For each backend (PostgreSQL, SQLite) it starts, on fresh databases, `ustun serve --no-worker`
-(JSON logs, metrics and every middleware on, as shipped) and the hand-written FastAPI app of
-`benchmarks/request_path_apps.py`, one uvicorn process each, and loads them with `wrk -t1 -c32`:
+For each backend (PostgreSQL, SQLite) it starts, on fresh databases, one uvicorn process each:
 
-- `POST /v1/payments` with a fresh `Idempotency-Key` per request (the hand-written app ignores
-  it: it does the durable work only, no idempotency record);
+- hand-written: a careful engineer's FastAPI app (`benchmarks/request_path_apps.py`) that does
+  ustun's durable work only (payment and outbox event in one transaction, no idempotency record);
+- six-statement: the same app whose POST sends ustun's own statements (lock and read the key,
+  insert the payment, its webhook event and the idempotency record with the answer) to ustun's
+  own tables, one await each: the ceiling of ustun's SQL shape;
+- typical: what most teams ship, FastAPI + SQLAlchemy's async ORM behind an idempotency
+  middleware on Redis that is not transactional (`idempotency_header_middleware`);
+- ustun: `ustun serve --no-worker` (JSON logs, metrics and every middleware on, as shipped);
+
+and loads each with `wrk -t1 -c32`:
+
+- `POST /v1/payments` with a fresh `Idempotency-Key` per request;
 - `GET /v1/payments/{id}` of one row, authenticated, 200 with its ETag.
 
-Rounds are interleaved (hand-written, ustun, hand-written, ustun…) so drifting load on the
-machine hits both alike; it prints medians, the ratios ustun / hand-written, and the CPU per
+Rounds are interleaved (each server in turn, round after round) so drifting load on the machine
+hits all alike; it prints medians, the ratios of ustun to each of the others, and the CPU per
 request of the server process and of the PostgreSQL backends of its database.
 
     .venv/bin/python benchmarks/request_path.py [--rounds 5] [--seconds 5] [--backend both]
 
-With `--profile DIR`, one more round per workload loads each `ustun serve` under py-spy
-(`pip install py-spy`) and prints its CPU per request split by layer (`benchmarks/budget.py`).
+Needs wrk, PostgreSQL (`USTUN_BENCH_PG`) and Redis (`BENCH_REDIS_URL`, default
+redis://127.0.0.1:6379/0; the typical app's keys, under a prefix of the run's, are deleted at
+the end). With `--profile DIR`, one more round per workload loads each `ustun serve` under
+py-spy (`pip install py-spy`) and prints its CPU per request split by layer
+(`benchmarks/budget.py`).
 """
 
 from __future__ import annotations
@@ -37,11 +48,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from redis import Redis
 
 from budget import print_budget
 from idempotency import BODY, WRK_SCRIPT, _free_port, _wait_healthy
 from jobs import PG, backend_cpu, cpu_seconds, drop_pg_database, fresh_pg_database
-from request_path_apps import new_key, prepare_postgresql, prepare_sqlite
+from request_path_apps import REDIS_URL, new_key, prepare_postgresql, prepare_sqlite
 
 ROOT = Path(__file__).resolve().parent.parent
 USTUN = str(Path(sys.executable).with_name("ustun"))
@@ -50,6 +62,9 @@ GET_SCRIPT = """
 wrk.headers["Authorization"] = "Bearer %(key)s"
 """
 WORKLOADS = ("POST", "GET")
+# The servers of each backend, in the order they are loaded in a round; ustun is compared to each.
+SERVERS = ("hand-written", "six-statement", "typical", "ustun")
+PEERS = {"hand-written": "hand", "six-statement": "six", "typical": "typical"}  # short names
 
 
 @dataclass
@@ -65,7 +80,7 @@ class Sample:
 class Server:
     """One server on a fresh database of its own, until `close()`."""
 
-    name: str  # "hand-written" | "ustun"
+    name: str  # one of SERVERS
     backend: str  # "postgresql" | "sqlite"
     proc: subprocess.Popen[bytes]
     base: str
@@ -121,26 +136,43 @@ def _fresh_database(cleanup: ExitStack) -> str:
     return name
 
 
-def hand_written(backend: str, tmp: Path, cleanup: ExitStack) -> Server:
-    """The hand-written app on a fresh database."""
+def _uvicorn(
+    name: str,
+    backend: str,
+    factory: str,
+    env: dict[str, str],
+    key: str,
+    tmp: Path,
+    cleanup: ExitStack,
+) -> Server:
+    """`request_path_apps:<factory>` served by uvicorn with `env`."""
+    env = {**env, "PYTHONPATH": str(ROOT / "benchmarks")}
+    command = [sys.executable, "-m", "uvicorn", f"request_path_apps:{factory}", "--factory"]
+    command += ["--log-level", "warning", "--no-access-log"]
+    return _start(name, backend, command, env, key, tmp, cleanup)
+
+
+def _hand_database(
+    backend: str, name: str, tmp: Path, cleanup: ExitStack
+) -> tuple[dict[str, str], str]:
+    """A fresh database with the hand-written apps' schema and a key: its env and the key."""
     key = new_key()
-    env = {"PYTHONPATH": str(ROOT / "benchmarks")}
+    env = {}
     if backend == "postgresql":
         env["PG_DATABASE"] = _fresh_database(cleanup)
         env["BENCH_DATABASE"] = f"{PG}/{env['PG_DATABASE']}"
         asyncio.run(prepare_postgresql(env["BENCH_DATABASE"], key))
-        factory = "request_path_apps:asyncpg_app"
     else:
-        env["BENCH_DATABASE"] = str(tmp / "hand-written.db")
+        env["BENCH_DATABASE"] = str(tmp / f"{name}.db")
         prepare_sqlite(env["BENCH_DATABASE"], key)
-        factory = "request_path_apps:aiosqlite_app"
-    command = [sys.executable, "-m", "uvicorn", factory, "--factory", "--log-level", "warning"]
-    command.append("--no-access-log")
-    return _start("hand-written", backend, command, env, key, tmp, cleanup)
+    return env, key
 
 
-def ustun(backend: str, tmp: Path, cleanup: ExitStack) -> Server:
-    """`ustun serve --no-worker` on a fresh database, migrated, with a key from `keys create`."""
+def _ustun_database(
+    backend: str, name: str, tmp: Path, cleanup: ExitStack
+) -> tuple[dict[str, str], str]:
+    """A fresh database migrated by `ustun migrate`, with a key from `keys create`: the env of
+    `ustun serve` on it and the key."""
     # One account sends every request: its token bucket is checked on each (that cost counts),
     # at a rate and burst it never reaches.
     env = {"USTUN_SECRET_KEY": SECRET_KEY, "USTUN_RATE_LIMIT": "1e6", "USTUN_RATE_BURST": "1000000"}
@@ -148,7 +180,7 @@ def ustun(backend: str, tmp: Path, cleanup: ExitStack) -> Server:
         env["PG_DATABASE"] = _fresh_database(cleanup)
         env["USTUN_DATABASE_URL"] = f"{PG}/{env['PG_DATABASE']}"
     else:
-        env["USTUN_DATABASE_URL"] = f"sqlite:///{tmp / 'ustun.db'}"
+        env["USTUN_DATABASE_URL"] = f"sqlite:///{tmp / f'{name}.db'}"
     full = {**os.environ, **env}
     subprocess.run([USTUN, "migrate"], env=full, check=True, capture_output=True)
     key = subprocess.run(
@@ -158,7 +190,54 @@ def ustun(backend: str, tmp: Path, cleanup: ExitStack) -> Server:
         capture_output=True,
         text=True,
     ).stdout.strip()
+    return env, key
+
+
+def _driver(backend: str) -> str:
+    return "asyncpg" if backend == "postgresql" else "aiosqlite"
+
+
+def hand_written(backend: str, tmp: Path, cleanup: ExitStack) -> Server:
+    """The hand-written app on a fresh database."""
+    env, key = _hand_database(backend, "hand-written", tmp, cleanup)
+    return _uvicorn("hand-written", backend, f"{_driver(backend)}_app", env, key, tmp, cleanup)
+
+
+def six_statement(backend: str, tmp: Path, cleanup: ExitStack) -> Server:
+    """The hand-written app sending ustun's statements, on a fresh database that ustun made."""
+    env, key = _ustun_database(backend, "six-statement", tmp, cleanup)
+    env["BENCH_DATABASE"] = env["USTUN_DATABASE_URL"].removeprefix("sqlite:///")
+    factory = f"{_driver(backend)}_six_app"
+    return _uvicorn("six-statement", backend, factory, env, key, tmp, cleanup)
+
+
+def typical(backend: str, tmp: Path, cleanup: ExitStack) -> Server:
+    """The typical stack on a fresh database; its idempotency keys in Redis under a prefix of
+    this run's, deleted when `cleanup` closes."""
+    env, key = _hand_database(backend, "typical", tmp, cleanup)
+    env["BENCH_REDIS_PREFIX"] = f"ustun-request-path-{uuid.uuid4().hex[:8]}:"
+    cleanup.callback(_forget_redis, env["BENCH_REDIS_PREFIX"])
+    return _uvicorn("typical", backend, "typical_app", env, key, tmp, cleanup)
+
+
+def _forget_redis(prefix: str) -> None:
+    with Redis.from_url(REDIS_URL) as redis:
+        for found in redis.scan_iter(match=f"{prefix}*", count=1000):
+            redis.delete(found)
+
+
+def ustun(backend: str, tmp: Path, cleanup: ExitStack) -> Server:
+    """`ustun serve --no-worker` on a fresh database, migrated, with a key from `keys create`."""
+    env, key = _ustun_database(backend, "ustun", tmp, cleanup)
     return _start("ustun", backend, [USTUN, "serve", "--no-worker"], env, key, tmp, cleanup)
+
+
+STARTERS = {
+    "hand-written": hand_written,
+    "six-statement": six_statement,
+    "typical": typical,
+    "ustun": ustun,
+}
 
 
 def seed(server: Server) -> None:
@@ -240,36 +319,38 @@ def _median(samples: list[Sample]) -> Sample:
     )
 
 
-def report(pairs: list[tuple[Server, Server]], args: argparse.Namespace) -> None:
+def report(groups: list[dict[str, Server]], args: argparse.Namespace) -> None:
     print(
         f"\nwrk -t1 -c{args.connections}, {args.rounds} interleaved rounds of {args.seconds:g} s,"
         f" medians; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())};"
         f" {platform.python_implementation()} {platform.python_version()};"
         f" {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f})\n"
     )
+    names = " / ".join(PEERS.get(name, name) for name in SERVERS)
+    rates = " | ".join(f"{name} req/s" for name in SERVERS)
+    ratios = " | ".join(f"**ustun / {short}**" for short in PEERS.values())
     print(
-        "| request | backend | hand-written req/s | ustun req/s | **ustun / hand** "
-        "| server CPU µs/req hand / ustun | PostgreSQL CPU µs/req hand / ustun |"
+        f"| request | backend | {rates} | {ratios} "
+        f"| server CPU µs/req {names} | PostgreSQL CPU µs/req {names} |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("|---|---|" + "---:|" * (len(SERVERS) + len(PEERS) + 2))
     for workload in WORKLOADS:
-        for hand, ours in pairs:
-            h, u = _median(hand.samples[workload]), _median(ours.samples[workload])
-            pg = (
-                f"{h.postgresql_us:.0f} / {u.postgresql_us:.0f}"
-                if hand.backend == "postgresql"
-                else "-"
-            )
-            print(
-                f"| {workload} | {hand.backend} | {h.rate:,.0f} | {u.rate:,.0f} "
-                f"| **{u.rate / h.rate:.2f}** | {h.server_us:.0f} / {u.server_us:.0f} | {pg} |"
-            )
+        for group in groups:
+            medians = {name: _median(server.samples[workload]) for name, server in group.items()}
+            ours = medians["ustun"]
+            backend = group["ustun"].backend
+            cells = [f"{medians[name].rate:,.0f}" for name in SERVERS]
+            cells += [f"**{ours.rate / medians[name].rate:.2f}**" for name in PEERS]
+            cells.append(" / ".join(f"{medians[name].server_us:.0f}" for name in SERVERS))
+            postgresql = " / ".join(f"{medians[name].postgresql_us:.0f}" for name in SERVERS)
+            cells.append(postgresql if backend == "postgresql" else "-")
+            print(f"| {workload} | {backend} | " + " | ".join(cells) + " |")
     print("\nrounds (req/s):")
     for workload in WORKLOADS:
-        for pair in pairs:
-            for server in pair:
+        for group in groups:
+            for server in group.values():
                 rates = " ".join(f"{s.rate:.0f}" for s in server.samples[workload])
-                print(f"  {workload:<4} {server.backend:<10} {server.name:<12} {rates}")
+                print(f"  {workload:<4} {server.backend:<10} {server.name:<13} {rates}")
 
 
 def main() -> None:
@@ -283,21 +364,21 @@ def main() -> None:
     if shutil.which("wrk") is None:
         raise SystemExit("needs wrk as the load generator: apt-get install wrk")
     backends = ["postgresql", "sqlite"] if args.backend == "both" else [args.backend]
-    pairs: list[tuple[Server, Server]] = []
+    groups: list[dict[str, Server]] = []  # per backend, its servers by name
     # Closing `cleanup` stops every server, then drops its database (last in, first out).
     with tempfile.TemporaryDirectory(prefix="ustun-request-path-") as name, ExitStack() as cleanup:
         tmp = Path(name)
         for backend in backends:
-            pairs.append((hand_written(backend, tmp, cleanup), ustun(backend, tmp, cleanup)))
-        for pair in pairs:
-            for server in pair:
+            groups.append({name: STARTERS[name](backend, tmp, cleanup) for name in SERVERS})
+        for group in groups:
+            for server in group.values():
                 seed(server)
                 for workload in WORKLOADS:  # warm-up, not counted
                     wrk(server, workload, 1, args.connections, tmp)
         for round_ in range(args.rounds):
             for workload in WORKLOADS:
-                for pair in pairs:
-                    for server in pair:
+                for group in groups:
+                    for server in group.values():
                         sample = wrk(server, workload, args.seconds, args.connections, tmp)
                         server.samples[workload].append(sample)
                         print(
@@ -306,12 +387,12 @@ def main() -> None:
                             file=sys.stderr,
                             flush=True,
                         )
-        report(pairs, args)
+        report(groups, args)
         if args.profile:
             print()
             for workload in WORKLOADS:
-                for _, ours in pairs:
-                    profile(ours, workload, args, tmp)
+                for group in groups:
+                    profile(group["ustun"], workload, args, tmp)
 
 
 if __name__ == "__main__":
