@@ -25,7 +25,7 @@ from pydantic.json_schema import models_json_schema
 from ustun.http.problem import CATALOGUE, MEDIA_TYPE
 from ustun.idempotency.policy import MARKER
 from ustun.service.resources.documents import MERGE_PATCH, PATCH_SCHEMA
-from ustun.service.resources.payments import PATCH_MEDIA_TYPES, PaymentUpdate
+from ustun.service.resources.payments import PATCH_MEDIA_TYPES, PaymentCreate, PaymentUpdate
 from ustun.service.resources.report_formats import FORMATS
 from ustun.service.specs import event_docs, schemas
 from ustun.webhooks.catalog import EventType
@@ -287,7 +287,10 @@ ROUTE_NOTES: Mapping[tuple[str, str], Notes] = {
     ("GET", "/healthz"): Notes(replies={200: Reply(schemas.Health)}),
     ("GET", "/readyz"): Notes(replies={200: Reply(schemas.Health)}),
     ("GET", "/v1/payments"): _listing(schemas.PaymentList),
-    ("POST", "/v1/payments"): Notes(replies={201: _created(schemas.Payment, _PAYMENT_LINKS)}),
+    ("POST", "/v1/payments"): Notes(
+        body=Body("PaymentCreate", PaymentCreate.model_json_schema(), (JSON,)),
+        replies={201: _created(schemas.Payment, _PAYMENT_LINKS)},
+    ),
     ("GET", PAYMENT): _PAYMENT_READ,
     ("HEAD", PAYMENT): _PAYMENT_READ,
     ("PATCH", PAYMENT): Notes(
