@@ -21,7 +21,7 @@ import asyncio
 import contextvars
 import itertools
 from collections import deque
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -386,10 +386,17 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
         if conn.connection.driver_connection.in_transaction:
-            return  # begun on the driver (`uow.sqlite_connection`)
+            return  # begun on the driver (`uow.sqlite_call`)
         options = conn.get_execution_options()
         if not options.get(_AUTOCOMMIT, False):
             conn.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE_OPTION, False) else "BEGIN")
+
+    # The unit of work commits (or rolls back) on the driver, in one hand-off, then ends
+    # SQLAlchemy's transaction with no I/O: a COMMIT or ROLLBACK with no transaction open on
+    # the driver is skipped, not sent to its thread (where it would do nothing).
+    dialect = engine.sync_engine.dialect
+    dialect.do_commit = _if_in_transaction(dialect.do_commit)  # type: ignore[method-assign,assignment]
+    dialect.do_rollback = _if_in_transaction(dialect.do_rollback)  # type: ignore[method-assign,assignment]
 
     @event.listens_for(engine.sync_engine, "reset")
     def _on_reset(dbapi_conn: Any, record: Any, state: PoolResetState) -> None:
@@ -397,3 +404,22 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         # on return would only be one more hand-off to aiosqlite's thread.
         if state.asyncio_safe and record.driver_connection.in_transaction:
             dbapi_conn.rollback()
+
+
+def _if_in_transaction(end: Callable[[Any], None]) -> Callable[[Any], None]:
+    """`end(dbapi_connection)` (a dialect's `do_commit` or `do_rollback`) only when the
+    aiosqlite connection under it has a transaction open (or cannot say: closed)."""
+
+    def ended(dbapi_connection: Any) -> None:
+        # A pool's proxied connection (a `Connection`'s) or the DB-API adapter itself.
+        driver = getattr(dbapi_connection, "driver_connection", None)
+        if driver is None:
+            driver = dbapi_connection._connection
+        try:
+            open_ = driver.in_transaction
+        except ValueError:  # aiosqlite: "no active connection"
+            open_ = True
+        if open_:
+            end(dbapi_connection)
+
+    return ended

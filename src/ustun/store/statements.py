@@ -4,11 +4,13 @@ SQLAlchemy's async statement path costs about 0.3 ms of CPU per statement (green
 cache key, result setup) and, on SQLite, 3-4 hand-offs to aiosqlite's thread. A `Statement` is
 compiled from its Core form once per dialect, with the column types' bind and result
 processors, and runs as an asyncpg prepared statement (PostgreSQL) or in one aiosqlite hand-off
-(SQLite), on the same connection and in the same transaction as the unit of work.
+(SQLite; with the BEGIN when it starts the transaction), on the same connection and in the same
+transaction as the unit of work.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -18,7 +20,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import Compiled
 
-from ustun.store.uow import asyncpg_connection, current_unit_of_work, sqlite_connection
+from ustun.store.uow import asyncpg_connection, current_unit_of_work, sqlite_call
 
 if TYPE_CHECKING:
     from ustun.store.dbapi import DbapiConnection
@@ -95,9 +97,9 @@ class Statement:
         compiled = self._for(conn.dialect)
         args = self._args(compiled, params)
         if conn.dialect.name == "sqlite":
-            raw: Sequence[Sequence[Any]] = await (
-                await sqlite_connection(conn, begin=begin)
-            ).execute_fetchall(compiled.sql, args)
+            raw: Sequence[Sequence[Any]] = await sqlite_call(
+                conn, _fetchall, compiled.sql, args, begin=begin
+            )
         else:
             driver = await asyncpg_connection(conn, begin=begin or conn.in_transaction())
             raw = await driver.fetch(compiled.sql, *args)
@@ -145,9 +147,7 @@ class Statement:
         compiled = self._for(conn.dialect)
         args = self._args(compiled, params)
         if conn.dialect.name == "sqlite":
-            cursor = await (await sqlite_connection(conn, begin=True)).execute(compiled.sql, args)
-            # A finished DML statement is already reset: the cursor holds nothing open.
-            return int(cursor.rowcount)
+            return await sqlite_call(conn, _rowcount, compiled.sql, args)
         driver = await asyncpg_connection(conn, begin=begin or conn.in_transaction())
         status: str = await driver.execute(compiled.sql, *args)
         return int(status.rpartition(" ")[2] or 0)
@@ -178,9 +178,23 @@ class Statement:
         compiled = self._for(conn.dialect)
         args = [self._args(compiled, each) for each in params]
         if conn.dialect.name == "sqlite":
-            await (await sqlite_connection(conn, begin=True)).executemany(compiled.sql, args)
+            await sqlite_call(conn, _executemany, compiled.sql, args)
         else:
             await (await asyncpg_connection(conn)).executemany(compiled.sql, args)
+
+
+# Run on aiosqlite's thread by `sqlite_call`, each with the `sqlite3.Connection` first.
+def _fetchall(raw: sqlite3.Connection, sql: str, args: list[Any]) -> list[Any]:
+    return raw.execute(sql, args).fetchall()
+
+
+def _rowcount(raw: sqlite3.Connection, sql: str, args: list[Any]) -> int:
+    # A finished DML statement is already reset: the cursor holds nothing open.
+    return int(raw.execute(sql, args).rowcount)
+
+
+def _executemany(raw: sqlite3.Connection, sql: str, args: list[list[Any]]) -> None:
+    raw.executemany(sql, args)
 
 
 def _processed(compiled: _Compiled, raw: Sequence[Sequence[Any]]) -> list[FastRow]:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -101,6 +102,8 @@ class UnitOfWork:
         self._before: list[Hook] = []
         self._last: list[LastHook] = []
         self._after: list[Hook] = []
+        # SQLite: whether a driver statement began the transaction (`sqlite_call`).
+        self._touched = False
 
     def before_commit(self, hook: Hook) -> None:
         """Run `hook` inside the transaction, after the handler, right before COMMIT."""
@@ -128,8 +131,12 @@ class UnitOfWork:
         """
         uow = cls(conn)
         token = _current.set(uow) if ambient else None
-        # SQLAlchemy begins the transaction at the first statement (SQLite: `BEGIN IMMEDIATE`
-        # from the engine's begin event); one that executed nothing has nothing to commit.
+        sqlite = conn.dialect.name == "sqlite"
+        if sqlite:
+            _sqlite_units[conn] = uow
+        # The transaction begins at the first statement (SQLite: `BEGIN IMMEDIATE`, in the same
+        # hand-off as a driver statement, or from the engine's begin event for SQLAlchemy's);
+        # one that executed nothing has nothing to commit.
         try:
             with tracing.span("ustun.unit_of_work", current=ambient):
                 try:
@@ -140,12 +147,13 @@ class UnitOfWork:
                     for last in uow._last:
                         await last(alone)
                 except BaseException:
-                    if conn.in_transaction():
-                        await _roll_back(conn)
+                    await (uow._abandon_sqlite() if sqlite else _roll_back(conn))
                     raise
                 if conn.in_transaction():
-                    await conn.commit()
+                    await (_commit_sqlite(conn) if sqlite else conn.commit())
         finally:
+            if sqlite:
+                del _sqlite_units[conn]
             if token is not None:
                 _current.reset(token)
         for hook in uow._after:
@@ -153,6 +161,30 @@ class UnitOfWork:
                 await hook()
             except Exception:
                 log.exception("after-commit hook failed; the transaction itself committed")
+
+    async def _abandon_sqlite(self) -> None:
+        """Roll back after a failure: the driver's transaction, then SQLAlchemy's (no I/O)."""
+        conn = self.conn
+        if not (self._touched or conn.in_transaction()):
+            return  # a read-only unit of work that executed nothing
+        # Unconditionally (no look at `in_transaction` first): a driver statement cancelled
+        # while queued on aiosqlite's thread still runs there (BEGIN and all), before this.
+        try:
+            await _on_sqlite_thread(conn, _rollback_raw)
+        except Exception:
+            await conn.invalidate()
+            return
+        if conn.in_transaction():
+            conn.sync_connection.rollback()  # type: ignore[union-attr]
+
+
+async def _commit_sqlite(conn: AsyncConnection) -> None:
+    """COMMIT in one hand-off on the driver (SQLAlchemy's `commit()` adds a greenlet), then end
+    SQLAlchemy's transaction: the engine's `do_commit` does nothing once the driver's is over.
+    """
+    if _adapted(conn).driver_connection.in_transaction:
+        await _on_sqlite_thread(conn, _commit_raw)
+    conn.sync_connection.commit()  # type: ignore[union-attr]
 
 
 async def _roll_back(conn: AsyncConnection) -> None:
@@ -180,20 +212,92 @@ def _begun(conn: AsyncConnection) -> bool:
 async def sqlite_connection(conn: AsyncConnection, *, begin: bool = True) -> Any:
     """The aiosqlite connection under `conn`: one thread hand-off per statement run on it.
 
-    With `begin`, the unit of work's transaction is started first if no statement started it
-    (`BEGIN IMMEDIATE` on a connection with `WRITE_OPTION`, as the engine's begin event does).
+    With `begin`, the transaction is started first if no statement started it (`BEGIN
+    IMMEDIATE` on a connection with `WRITE_OPTION`, as the engine's begin event does).
+    `sqlite_call` saves that hand-off: the BEGIN goes with the statement.
     """
     driver = _adapted(conn).driver_connection
     if begin and not conn.in_transaction():
-        # BEGIN in one hand-off on the driver (through SQLAlchemy it takes three); the
-        # engine's begin event sees the transaction open and leaves it be.
-        write = (
-            conn.sync_connection is not None
-            and conn.sync_connection.get_execution_options().get(WRITE_OPTION, False)
-        )
-        await driver.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        await conn.begin()
+        if not driver.in_transaction:
+            await driver.execute(_sqlite_begin(conn))
+        _began(conn)
     return driver
+
+
+T = TypeVar("T")
+
+# The units of work open on SQLite, by their connection (`sqlite_call` marks them touched).
+_sqlite_units: dict[AsyncConnection, UnitOfWork] = {}
+
+
+async def sqlite_call(
+    conn: AsyncConnection, work: Callable[..., T], *args: Any, begin: bool = True
+) -> T:
+    """`work(raw, *args)` on aiosqlite's thread, `raw` its `sqlite3.Connection`: ONE hand-off.
+
+    With `begin`, a transaction is started in that same hand-off if none is open (`BEGIN
+    IMMEDIATE` on a connection with `WRITE_OPTION`), and SQLAlchemy's connection is told, so
+    it commits or rolls back as usual and its own statements later join the transaction.
+    """
+    start = None
+    if begin and not conn.in_transaction():
+        start = _sqlite_begin(conn)
+        uow = _sqlite_units.get(conn)
+        if uow is not None:
+            uow._touched = True
+    driver = _adapted(conn).driver_connection
+    try:
+        return await _on_thread(driver, _begun_then, driver._conn, start, work, args)
+    finally:
+        # Even if the work failed: the transaction is open, and must be rolled back.
+        if start is not None and driver.in_transaction and not conn.in_transaction():
+            _began(conn)
+
+
+async def _on_sqlite_thread(conn: AsyncConnection, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(raw, *args)` on the aiosqlite thread of `conn`, `raw` its `sqlite3.Connection`."""
+    driver = _adapted(conn).driver_connection
+    return await _on_thread(driver, fn, driver._conn, *args)
+
+
+async def _on_thread(driver: Any, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` on the thread of aiosqlite connection `driver`, in one hand-off.
+
+    `Connection._execute` (and `_conn`, the `sqlite3.Connection`) are private to aiosqlite
+    (checked against 0.22: `_execute(fn, *args)` queues `partial(fn, *args)` for the thread,
+    which runs queued calls one at a time, in order, and resolves the future it awaits).
+    """
+    return await driver._execute(fn, *args)  # type: ignore[no-any-return]
+
+
+def _began(conn: AsyncConnection) -> None:
+    """Tell SQLAlchemy's connection the driver began a transaction: no I/O, no greenlet
+    (the engine's begin event sees the driver in a transaction and leaves it be)."""
+    conn.sync_connection.begin()  # type: ignore[union-attr]
+
+
+def _begun_then(
+    raw: sqlite3.Connection, start: str | None, work: Callable[..., T], args: tuple[Any, ...]
+) -> T:
+    """On aiosqlite's thread: `start` the transaction unless one is open, then the work."""
+    if start is not None and not raw.in_transaction:
+        raw.execute(start)
+    return work(raw, *args)
+
+
+def _commit_raw(raw: sqlite3.Connection) -> None:
+    raw.commit()
+
+
+def _rollback_raw(raw: sqlite3.Connection) -> None:
+    raw.rollback()  # a no-op when no transaction is open
+
+
+def _sqlite_begin(conn: AsyncConnection) -> str:
+    """How a transaction on `conn` starts: `BEGIN IMMEDIATE` where it writes."""
+    sync = conn.sync_connection
+    write = sync is not None and sync.get_execution_options().get(WRITE_OPTION, False)
+    return "BEGIN IMMEDIATE" if write else "BEGIN"
 
 
 async def asyncpg_connection(conn: AsyncConnection, *, begin: bool = True) -> Any:
