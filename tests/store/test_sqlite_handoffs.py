@@ -8,17 +8,19 @@ first statement, the COMMIT with its last write where nothing follows it.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiosqlite.core
 import pytest
-from sqlalchemy import bindparam, func, insert, select
+from sqlalchemy import bindparam, func, insert, select, update
 
 from ustun import clock
 from ustun.store import Database
+from ustun.store.plans import Plan, count, rows
 from ustun.store.statements import Statement
 from ustun.store.tables import accounts
 from ustun.store.uow import sqlite_call
@@ -176,3 +178,188 @@ async def test_a_first_statement_cancelled_while_queued_is_rolled_back(lite: Dat
     await asyncio.wait_for(blocker, 10)
     assert not await _in_transaction(lite)
     assert await _named(lite, name) == 0
+
+
+_RENAME = Statement(
+    update(accounts).where(accounts.c.id == bindparam("id")).values(name=bindparam("name"))
+)
+
+
+def _add_then_count(name: str) -> Plan[int]:
+    """Add an account named `name-…`, then count those: a plan of a write and a read."""
+    yield count(_ADD, _account(name))
+    [row] = yield rows(_NAMED, {"name": name})
+    return int(row.n)
+
+
+def _rename(account_id: str, name: str) -> Plan[int]:
+    """Rename an account: 1 row changed, or 0 if there is no such account."""
+    changed: int = yield count(_RENAME, {"id": account_id, "name": f"{name}-{uuid.uuid4().hex}"})
+    return changed
+
+
+def _one(changed: int) -> bool:
+    return changed == 1
+
+
+def _appending(seen: list[Any], value: Any) -> Callable[[], Awaitable[None]]:
+    """An after-commit hook that appends `value` to `seen`."""
+
+    async def append() -> None:
+        seen.append(value)
+
+    return append
+
+
+async def test_the_last_hooks_plan_and_commit_go_in_one_handoff(
+    lite: Database, handoffs: list[str]
+) -> None:
+    name = uuid.uuid4().hex
+    committed: list[int] = []
+    async with lite.unit_of_work() as uow:
+
+        async def hook() -> None:
+            committed.append(await uow.run_last(_add_then_count(name), commit_if=bool))
+
+        await _ADD.count(uow.conn, _account(name))
+        uow.before_commit(hook)
+        uow.after_commit(_appending(committed, -1))
+    # Was: BEGIN IMMEDIATE, insert, the hook's insert, its read, COMMIT.
+    assert handoffs == ["_begun_then", "_run_then_end"]
+    assert committed == [2, -1]  # the plan saw both writes; after_commit ran after the commit
+    assert await _named(lite, name) == 2
+    assert not await _in_transaction(lite)
+
+
+async def test_a_failing_row_count_check_rolls_everything_back(
+    lite: Database, handoffs: list[str]
+) -> None:
+    name = uuid.uuid4().hex
+    after: list[str] = []
+    with pytest.raises(LookupError, match="no such account"):
+        async with lite.unit_of_work() as uow:
+
+            async def hook() -> None:
+                if not await uow.run_last(_rename("no-such-id", name), commit_if=_one):
+                    raise LookupError("no such account")
+
+            await _ADD.count(uow.conn, _account(name))
+            await uow.conn.execute(insert(accounts).values(**_account(name)))
+            uow.before_commit(hook)
+            uow.after_commit(_appending(after, "ran"))
+    assert handoffs[-1] == "_run_then_end"  # the ROLLBACK went with the check
+    assert after == []
+    assert await _named(lite, name) == 0
+    assert not await _in_transaction(lite)
+
+
+async def test_a_rollback_by_run_last_fails_the_unit_of_work_even_if_its_caller_goes_on(
+    lite: Database,
+) -> None:
+    name = uuid.uuid4().hex
+    after: list[str] = []
+    with pytest.raises(RuntimeError, match="rolled the unit of work back"):
+        async with lite.unit_of_work() as uow:
+
+            async def hook() -> None:
+                await uow.run_last(_rename("no-such-id", name), commit_if=_one)
+
+            await _ADD.count(uow.conn, _account(name))
+            uow.before_commit(hook)
+            uow.after_commit(_appending(after, "ran"))
+    assert after == []
+    assert await _named(lite, name) == 0
+
+
+async def test_a_statement_after_run_last_is_rolled_back_and_fails_the_unit_of_work(
+    lite: Database,
+) -> None:
+    name, late = uuid.uuid4().hex, uuid.uuid4().hex
+    with pytest.raises(RuntimeError, match="after its run_last"):
+        async with lite.unit_of_work() as uow:
+
+            async def hook() -> None:
+                await uow.run_last(_add_then_count(name), commit_if=bool)
+                await _ADD.count(uow.conn, _account(late))  # breaks run_last's contract
+
+            uow.before_commit(hook)
+    assert await _named(lite, late) == 0
+    assert not await _in_transaction(lite)
+
+
+async def test_run_last_before_other_hooks_stays_in_the_transaction(
+    lite: Database, handoffs: list[str]
+) -> None:
+    """Not the last hook: the plan runs as any other, and a later failure rolls it back."""
+    name = uuid.uuid4().hex
+    with pytest.raises(RuntimeError, match="the second hook"):
+        async with lite.unit_of_work() as uow:
+
+            async def first() -> None:
+                assert await uow.run_last(_add_then_count(name), commit_if=bool) == 1
+
+            async def second() -> None:
+                raise RuntimeError("the second hook")
+
+            uow.before_commit(first)
+            uow.before_commit(second)
+    assert "_run_then_end" not in handoffs
+    assert await _named(lite, name) == 0
+    assert not await _in_transaction(lite)
+
+
+async def test_a_plan_that_fails_in_run_last_rolls_everything_back(lite: Database) -> None:
+    name = uuid.uuid4().hex
+    taken = _account(name)
+
+    def duplicate() -> Plan[int]:
+        changed: int = yield count(_ADD, taken)  # the same id again: a unique violation
+        return changed
+
+    with pytest.raises(sqlite3.IntegrityError):
+        async with lite.unit_of_work() as uow:
+
+            async def hook() -> None:
+                await uow.run_last(duplicate(), commit_if=_one)
+
+            await _ADD.count(uow.conn, taken)
+            uow.before_commit(hook)
+    assert await _named(lite, name) == 0
+    assert not await _in_transaction(lite)
+
+
+async def test_run_last_on_a_transaction_sqlalchemy_began(
+    lite: Database, handoffs: list[str]
+) -> None:
+    name = uuid.uuid4().hex
+    async with lite.unit_of_work() as uow:
+
+        async def hook() -> None:
+            assert await uow.run_last(_add_then_count(name), commit_if=bool) == 2
+
+        await uow.conn.execute(insert(accounts).values(**_account(name)))
+        uow.before_commit(hook)
+    assert handoffs[-1] == "_run_then_end"
+    assert await _named(lite, name) == 2
+    assert not await _in_transaction(lite)
+
+
+async def test_fifty_concurrent_units_of_work_each_commit_exactly_once(lite: Database) -> None:
+    name = uuid.uuid4().hex
+    results: list[int] = []
+
+    async def one(i: int) -> None:
+        async with lite.unit_of_work() as uow:
+
+            async def hook() -> None:
+                results.append(await uow.run_last(_add_then_count(f"{name}-{i}"), commit_if=bool))
+
+            await _ADD.count(uow.conn, _account(f"{name}-{i}"))
+            uow.before_commit(hook)
+
+    await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(50))), 60)
+    assert results == [2] * 50
+    assert await _named(lite, name) == 100
+    for i in range(50):
+        assert await _named(lite, f"{name}-{i}-") == 2
+    assert not await _in_transaction(lite)

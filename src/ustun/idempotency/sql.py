@@ -97,6 +97,11 @@ def _found(row: FastRow) -> Record | None:
     return _record(row) if row.state is not None else None
 
 
+def _ours(taken: Record | None) -> bool:
+    """Whether `settle_key` settled the key (no record was there first)."""
+    return taken is None
+
+
 def _full(used: int, max_bytes: int | None) -> bool:
     return max_bytes is not None and used >= max_bytes
 
@@ -455,8 +460,11 @@ class SqlRecordStore:
     ) -> Record | None:
         """Claim and complete in one statement of `uow`'s transaction (no prior claim): None
         when the record is ours now; else the live record that was there first, and the
-        caller must roll its transaction back."""
-        return await run(settle_key(scope, key, fingerprint, response, ttl=ttl), uow.conn)
+        caller must roll its transaction back. As the last statement of `uow`'s last
+        before-commit hook it ends the transaction (`UnitOfWork.run_last`: on SQLite the
+        write and its COMMIT, or ROLLBACK, go to the driver's thread in one hand-off)."""
+        plan = settle_key(scope, key, fingerprint, response, ttl=ttl)
+        return await uow.run_last(plan, commit_if=_ours)
 
     async def settle(
         self, scope: str, key: str, fingerprint: str, response: StoredResponse, *, ttl: float

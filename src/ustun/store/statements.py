@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from sqlalchemy import Executable
 from sqlalchemy.engine import Dialect
@@ -25,6 +25,9 @@ from ustun.store.uow import asyncpg_connection, current_unit_of_work, sqlite_cal
 if TYPE_CHECKING:
     from ustun.store.dbapi import DbapiConnection
     from ustun.store.engine import Database
+    from ustun.store.plans import Plan
+
+T = TypeVar("T")
 
 Processor = Callable[[Any], Any] | None
 
@@ -181,6 +184,24 @@ class Statement:
             await sqlite_call(conn, _executemany, compiled.sql, args)
         else:
             await (await asyncpg_connection(conn)).executemany(compiled.sql, args)
+
+
+def run_raw(plan: Plan[T], raw: sqlite3.Connection, dialect: Dialect) -> T:
+    """Run `plan` on a `sqlite3.Connection`, on its thread, in the transaction it has open
+    (`UnitOfWork.run_last` on aiosqlite's thread). A Core statement the plan yields is
+    compiled for the call, as `plans.run_sync` does."""
+    result: Any = None
+    try:
+        while True:
+            query = plan.send(result)
+            statement = query.statement
+            if not isinstance(statement, Statement):
+                statement = Statement(statement)
+            compiled = statement._for(dialect)
+            cursor = raw.execute(compiled.sql, statement._args(compiled, query.params))
+            result = _processed(compiled, cursor.fetchall()) if query.rows else cursor.rowcount
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 # Run on aiosqlite's thread by `sqlite_call`, each with the `sqlite3.Connection` first.

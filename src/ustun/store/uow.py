@@ -16,14 +16,19 @@ import logging
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import tracing
 
+if TYPE_CHECKING:
+    from ustun.store.plans import Plan
+
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 Hook = Callable[[], Awaitable[None]]
 # The execution option of a SQLite connection whose transactions write (`BEGIN IMMEDIATE`).
 WRITE_OPTION = "ustun_write"
@@ -104,6 +109,10 @@ class UnitOfWork:
         self._after: list[Hook] = []
         # SQLite: whether a driver statement began the transaction (`sqlite_call`).
         self._touched = False
+        # Which before-commit hook runs (its index), while they run.
+        self._hook_at: int | None = None
+        # Set once `run_last` has ended the transaction: True committed, False rolled back.
+        self._ended: bool | None = None
 
     def before_commit(self, hook: Hook) -> None:
         """Run `hook` inside the transaction, after the handler, right before COMMIT."""
@@ -120,6 +129,47 @@ class UnitOfWork:
     def after_commit(self, hook: Hook) -> None:
         """Run `hook` once the transaction has committed (never after a rollback)."""
         self._after.append(hook)
+
+    async def run_last(self, plan: Plan[T], *, commit_if: Callable[[T], bool]) -> T:
+        """Run `plan` (`store.plans`) as the transaction's last statements, then end it: the
+        plan's result, and the transaction commits if `commit_if(result)`, else rolls back
+        (then the caller must raise, as it would to have a plain unit of work roll back).
+
+        On SQLite, from the unit of work's last before-commit hook (and no `at_commit` hook
+        queued), the plan runs on aiosqlite's thread followed by COMMIT (or ROLLBACK) in ONE
+        hand-off; nothing may run in the unit of work after it (a statement that does is
+        rolled back, and the unit of work raises). Anywhere else (PostgreSQL, a hook with
+        others after it, the handler) it runs as `plans.run` does, and the unit of work
+        commits or rolls back as usual. Plans are pure (`plans.run_sync` runs them on a
+        host framework's threads too): running one on aiosqlite's thread changes nothing.
+        """
+        from ustun.store.plans import run
+        from ustun.store.statements import run_raw
+
+        at = self._hook_at
+        conn = self.conn
+        last = at is not None and at == len(self._before) - 1 and not self._last
+        if not last or self._ended is not None or conn.dialect.name != "sqlite":
+            return await run(plan, conn)
+        start = None if conn.in_transaction() else _sqlite_begin(conn)
+        self._touched = True
+        driver = _adapted(conn).driver_connection
+        try:
+            result, committed = await _on_thread(
+                driver, _run_then_end, driver._conn, start, run_raw, plan, conn.dialect, commit_if
+            )
+        finally:
+            if start is not None and driver.in_transaction and not conn.in_transaction():
+                _began(conn)  # the plan failed: the transaction is open, to be rolled back
+        self._ended = committed
+        if conn.in_transaction():  # end SQLAlchemy's view of it too (no I/O: see `_began`)
+            sync = conn.sync_connection
+            assert sync is not None
+            if committed:
+                sync.commit()
+            else:
+                sync.rollback()
+        return result  # type: ignore[no-any-return]
 
     @classmethod
     @asynccontextmanager
@@ -141,15 +191,19 @@ class UnitOfWork:
             with tracing.span("ustun.unit_of_work", current=ambient):
                 try:
                     yield uow
-                    for hook in uow._before:
+                    for at, hook in enumerate(uow._before):
+                        uow._hook_at = at
                         await hook()
+                    uow._hook_at = None
                     alone = len(uow._last) == 1 and not _begun(conn)
                     for last in uow._last:
                         await last(alone)
                 except BaseException:
                     await (uow._abandon_sqlite() if sqlite else _roll_back(conn))
                     raise
-                if conn.in_transaction():
+                if uow._ended is not None:
+                    await uow._after_run_last()
+                elif conn.in_transaction():
                     await (_commit_sqlite(conn) if sqlite else conn.commit())
         finally:
             if sqlite:
@@ -162,11 +216,22 @@ class UnitOfWork:
             except Exception:
                 log.exception("after-commit hook failed; the transaction itself committed")
 
+    async def _after_run_last(self) -> None:
+        """The unit of work's end once `run_last` ended its transaction: refuse a transaction
+        begun after that (rolled back), and one that `run_last` rolled back."""
+        if self.conn.in_transaction():
+            await self._abandon_sqlite()
+            raise RuntimeError("a statement ran in the unit of work after its run_last")
+        if not self._ended:
+            raise RuntimeError("run_last rolled the unit of work back, and its caller went on")
+
     async def _abandon_sqlite(self) -> None:
         """Roll back after a failure: the driver's transaction, then SQLAlchemy's (no I/O)."""
         conn = self.conn
         if not (self._touched or conn.in_transaction()):
             return  # a read-only unit of work that executed nothing
+        if self._ended is not None and not conn.in_transaction():
+            return  # `run_last` ended it, and nothing ran after
         # Unconditionally (no look at `in_transaction` first): a driver statement cancelled
         # while queued on aiosqlite's thread still runs there (BEGIN and all), before this.
         try:
@@ -223,8 +288,6 @@ async def sqlite_connection(conn: AsyncConnection, *, begin: bool = True) -> Any
         _began(conn)
     return driver
 
-
-T = TypeVar("T")
 
 # The units of work open on SQLite, by their connection (`sqlite_call` marks them touched).
 _sqlite_units: dict[AsyncConnection, UnitOfWork] = {}
@@ -283,6 +346,27 @@ def _begun_then(
     if start is not None and not raw.in_transaction:
         raw.execute(start)
     return work(raw, *args)
+
+
+def _run_then_end(
+    raw: sqlite3.Connection,
+    start: str | None,
+    drive: Callable[[Plan[T], sqlite3.Connection, Dialect], T],
+    plan: Plan[T],
+    dialect: Dialect,
+    commit_if: Callable[[T], bool],
+) -> tuple[T, bool]:
+    """On aiosqlite's thread: `start` the transaction unless one is open, run the plan, then
+    COMMIT if `commit_if` its result, else ROLLBACK. Returns the result and whether it
+    committed. A failure leaves the transaction open, for the unit of work to roll back."""
+    if start is not None and not raw.in_transaction:
+        raw.execute(start)
+    result = drive(plan, raw, dialect)
+    if commit_if(result):
+        raw.commit()
+        return result, True
+    raw.rollback()
+    return result, False
 
 
 def _commit_raw(raw: sqlite3.Connection) -> None:
