@@ -54,8 +54,8 @@ LAYERS = (
     ("asyncio, contextlib", ("contextlib.py", "asyncio/", "uvloop")),
 )
 # ustun's own ASGI middlewares are in ustun/service/ too; their frames are named apart.
-MIDDLEWARES = ("RequestIdMiddleware", "ObserveMiddleware", "UrlGuardMiddleware", "AuthMiddleware")
-ASGI = "ASGI middlewares: RequestId, Observe, UrlGuard, Auth (own frames)"
+MIDDLEWARES = ("Plumbing", "Authenticator")
+ASGI = "plumbing: one pass of request id, limits, auth, observation (own frames)"
 
 
 def _idle(frames: list[str]) -> bool:

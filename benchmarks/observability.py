@@ -1,8 +1,8 @@
-"""What the surfaces cost per request: the metrics/access-log middleware and the URL guard.
+"""What observing a request costs: its metrics and its access-log line.
 
-Drives the ASGI app directly (no network, no HTTP client) so the middleware's own cost is not
-drowned in transport noise: the same in-process app without `ObserveMiddleware` and
-`UrlGuardMiddleware`, with them but the access log off, and with both, in alternating rounds,
+Drives the ASGI app directly (no network, no HTTP client) so that cost is not drowned in
+transport noise: the same in-process app with the plumbing's observation
+(`Plumbing._observe`) skipped, with it but the access log off, and with both, in alternating rounds,
 on `GET /healthz` (no auth, no database) and an authenticated `GET /v1/payments` (SQLite).
 Access logs are formatted as JSON to /dev/null, so their cost is counted.
 
@@ -25,11 +25,17 @@ from starlette.types import ASGIApp, Message
 from ustun import logs
 from ustun.service import create_app
 from ustun.service.plumbing.accounts import create_key
-from ustun.service.plumbing.middleware import UrlGuardMiddleware
-from ustun.service.plumbing.observe import ObserveMiddleware
+from ustun.service.plumbing.pipeline import Plumbing
 from ustun.settings import Settings
 from ustun.store import Database
 from ustun.store.migrate import upgrade
+
+
+class _Unobserved(Plumbing):
+    """The plumbing without its observation: no metrics, no access-log line."""
+
+    def _observe(self, scope: Any, span: Any, status: int, seconds: float) -> None:
+        return None
 
 
 def _scope(path: str, key: str) -> dict[str, Any]:
@@ -79,9 +85,8 @@ async def main(rounds: int, requests: int) -> None:
     key = await create_key(db, "bench")
     observed = create_app(Settings(database_url=url), db=db)
     bare = create_app(Settings(database_url=url), db=db)
-    bare.user_middleware[:] = [
-        m for m in bare.user_middleware if m.cls not in (ObserveMiddleware, UrlGuardMiddleware)
-    ]
+    (plumbing,) = [m for m in bare.user_middleware if m.cls is Plumbing]
+    plumbing.cls = _Unobserved
     access = logging.getLogger("ustun.access")
     variants = (
         ("without", bare, logging.INFO),

@@ -18,7 +18,7 @@ from dashboard_support import csrf_of
 from support import USTUN, Server, wait_for
 from ustun import clock
 from ustun.service.plumbing.accounts import create_key
-from ustun.service.plumbing.middleware import KEY_CACHE_SECONDS
+from ustun.service.plumbing.admission import KEY_CACHE_SECONDS
 from ustun.store import Database
 from ustun.store.migrate import upgrade
 from ustun.store.tables import api_keys

@@ -21,7 +21,7 @@ from ustun.service.plumbing.accounts import (
     list_keys,
     revoke_key,
 )
-from ustun.service.plumbing.middleware import KEY_CACHE_SECONDS
+from ustun.service.plumbing.admission import KEY_CACHE_SECONDS
 from ustun.settings import Settings
 from ustun.store import Database, metadata
 from ustun.store.tables import api_keys

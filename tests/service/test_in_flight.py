@@ -171,7 +171,7 @@ async def test_a_cap_of_zero_caps_nothing(
     settings: Settings, db: Database, api_key: str, held: asyncio.Event
 ) -> None:
     uncapped = await _app(settings, db, held, 0)
-    assert not hasattr(uncapped.state, "request_slots")
+    assert uncapped.state.request_slots is None
     async with uncapped.router.lifespan_context(uncapped), _client(uncapped, api_key) as b:
         moving = await _held_transfer(b)
         for _ in range(2):  # beside the held transfer: more than a cap of one would let in

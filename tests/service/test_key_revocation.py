@@ -9,19 +9,19 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 import pytest
-from starlette.types import Receive, Scope, Send
+from starlette.responses import Response
 
-from ustun.service.plumbing import middleware
+from ustun.service.plumbing import admission
 from ustun.service.plumbing.accounts import Credential, authenticate, revoke_key
+from ustun.service.plumbing.admission import KEY_CACHE_SECONDS, Authenticator, KeyCache
 from ustun.service.plumbing.auth_failures import FailureLimiter
-from ustun.service.plumbing.middleware import KEY_CACHE_SECONDS, AuthMiddleware, KeyCache
 from ustun.store import Database
 
 
 def _pause_after_the_read(
     monkeypatch: pytest.MonkeyPatch, key: str, then: Callable[[], Awaitable[None]]
 ) -> None:
-    """Make the middleware's check of `key` run `then` between its database read and its end."""
+    """Make the authenticator's check of `key` run `then` between its database read and its end."""
 
     async def check(db: Database, presented: str) -> Credential | None:
         credential = await authenticate(db, presented)
@@ -29,7 +29,7 @@ def _pause_after_the_read(
             await then()
         return credential
 
-    monkeypatch.setattr(middleware, "authenticate", check)
+    monkeypatch.setattr(admission, "authenticate", check)
 
 
 async def test_a_key_revoked_during_its_check_is_refused_once_revoke_returns(
@@ -54,7 +54,7 @@ async def test_a_key_revoked_during_its_check_is_refused_once_revoke_returns(
 
 
 class FakeClock:
-    """Stands in for the `time` module in the middleware: `monotonic()` moves when told."""
+    """Stands in for the `time` module of the authenticator: `monotonic()` moves when told."""
 
     def __init__(self) -> None:
         self.now = 1_000.0
@@ -67,7 +67,7 @@ async def test_a_key_revoked_elsewhere_during_its_check_expires_within_the_bound
     db: Database, api_key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = FakeClock()
-    monkeypatch.setattr(middleware, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    monkeypatch.setattr(admission, "time", types.SimpleNamespace(monotonic=clock.monotonic))
     credential = await authenticate(db, api_key)
     assert credential is not None
 
@@ -78,18 +78,12 @@ async def test_a_key_revoked_elsewhere_during_its_check_expires_within_the_bound
 
     _pause_after_the_read(monkeypatch, api_key, revoked_elsewhere_then_slow)
 
-    async def ok(scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
-
-    app = AuthMiddleware(ok, db, cache=KeyCache(), failures=FailureLimiter(100, 60))
+    auth = Authenticator(db, cache=KeyCache(), failures=FailureLimiter(100, 60))
+    scope = {"type": "http", "headers": [(b"authorization", f"Bearer {api_key}".encode())]}
 
     async def status() -> int:
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://testserver"
-        ) as http:
-            response = await http.get("/v1/x", headers={"authorization": f"Bearer {api_key}"})
-            return response.status_code
+        checked = await auth.check(dict(scope))
+        return checked.status_code if isinstance(checked, Response) else 200
 
     assert await status() == 200  # read before the revoke
     # The bound counts from the read that saw the key valid, not from when its check ended.

@@ -26,25 +26,13 @@ from ustun.service.operations import (
     webhook_events,
 )
 from ustun.service.plumbing import problems
+from ustun.service.plumbing.admission import Authenticator, KeyCache, RequestRate
 from ustun.service.plumbing.auth_failures import FailureLimiter
 from ustun.service.plumbing.bodies import json_media_type
-from ustun.service.plumbing.body_limit import BodyLimitMiddleware
-from ustun.service.plumbing.in_flight import AccountSlots, InFlightMiddleware
-from ustun.service.plumbing.methods import MethodsMiddleware
+from ustun.service.plumbing.in_flight import AccountSlots
 from ustun.service.plumbing.metrics import Metrics
-from ustun.service.plumbing.middleware import (
-    AuthMiddleware,
-    KeyCache,
-    RequestIdMiddleware,
-    RequestRateMiddleware,
-    UrlGuardMiddleware,
-)
-from ustun.service.plumbing.observe import ObserveMiddleware
-from ustun.service.plumbing.response_headers import (
-    API_HEADERS,
-    DateMiddleware,
-    PrefixHeadersMiddleware,
-)
+from ustun.service.plumbing.pipeline import Plumbing
+from ustun.service.plumbing.response_headers import API_HEADERS
 from ustun.service.resources import documents, ledger_accounts, payments, reports, transfers
 from ustun.service.runtime.job_loops import job_kinds
 from ustun.service.runtime.worker import Worker
@@ -142,7 +130,7 @@ def create_app(
     app.include_router(api_keys.router)
     app.include_router(portal_sessions.router)
     consumer_portal.install(app)
-    # Inside AuthMiddleware (added after it): keys are scoped by the authenticated account.
+    # Inside the plumbing (added after it): keys are scoped by the authenticated account.
     app.add_middleware(
         IdempotencyMiddleware,
         store=SqlRecordStore(database, max_bytes=settings.idempotency_max_bytes or None),
@@ -158,30 +146,28 @@ def create_app(
         # Its problems' `type`: <USTUN_PUBLIC_URL>/problems/<slug>, served by this app.
         problem_base=settings.public_base_url,
     )
-    app.add_middleware(MethodsMiddleware, routes=app.routes)
-    if settings.max_requests_in_flight:  # inside the rate's check: a refused request never waits
-        app.state.request_slots = AccountSlots(settings.max_requests_in_flight)
-        app.add_middleware(InFlightMiddleware, slots=app.state.request_slots)
-    if settings.rate_limit:  # inside AuthMiddleware (added after it): it needs the account
-        app.add_middleware(
-            RequestRateMiddleware, rate=settings.rate_limit, burst=settings.rate_burst
-        )
-    # Added last, so it runs first: every response, even a 401, carries the request id.
-    app.add_middleware(
-        AuthMiddleware,
-        db=database,
-        cache=app.state.key_cache,
-        failures=app.state.auth_failures,
+    # Everything between the server and the app, in one pass: request id, server span,
+    # observation, the body limit, URL guard, authentication, the request rate and requests in
+    # flight, HEAD and Allow, the API's cache policy, Date, and the answer to an outage.
+    app.state.request_slots = (
+        AccountSlots(settings.max_requests_in_flight) if settings.max_requests_in_flight else None
     )
-    app.add_middleware(UrlGuardMiddleware)
-    app.add_middleware(BodyLimitMiddleware, max_body=settings.max_body)
-    # Outside every middleware that reads the database: an outage is a 503/507, never a 500.
-    app.add_middleware(problems.OutageMiddleware, refused=observed.refused)
-    # Outside auth and the URL guard, so that their problems carry it too.
-    app.add_middleware(PrefixHeadersMiddleware, prefix="/v1/", headers=API_HEADERS, overwrite=False)
-    app.add_middleware(ObserveMiddleware, metrics=observed, openapi=app.openapi)
-    app.add_middleware(RequestIdMiddleware)
-    app.add_middleware(DateMiddleware)  # outside every layer that writes or answers
+    app.add_middleware(
+        Plumbing,
+        auth=Authenticator(database, cache=app.state.key_cache, failures=app.state.auth_failures),
+        metrics=observed,
+        openapi=app.openapi,
+        routes=app.routes,
+        refused=observed.refused,
+        max_body=settings.max_body,
+        rate=(
+            RequestRate(rate=settings.rate_limit, burst=settings.rate_burst)
+            if settings.rate_limit
+            else None
+        ),
+        slots=app.state.request_slots,
+        headers=API_HEADERS,
+    )
     # Outermost: the client's scheme and address as a trusted proxy saw them, for all the rest.
     if settings.proxies:
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.proxies)

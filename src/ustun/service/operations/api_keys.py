@@ -13,8 +13,8 @@ from ustun.errors import ProblemError
 from ustun.idempotency import idempotency
 from ustun.idempotency.sealing import CACHE_CONTROL, NO_STORE
 from ustun.service.plumbing.accounts import issue_key, revoke_key
+from ustun.service.plumbing.admission import KeyCache
 from ustun.service.plumbing.deps import DB, CurrentAccount, Cursor, Limit
-from ustun.service.plumbing.middleware import KeyCache
 from ustun.service.plumbing.pagination import page
 from ustun.store.tables import api_keys
 

@@ -201,7 +201,7 @@ async def revoke_key(db: Database, key_id: str, account_id: str | None = None) -
     """Revoke a key (of `account_id`, if given) and end its dashboard sessions; None if unknown.
 
     Revoking twice keeps the first time. Other processes may accept the key for as long as
-    they cache it (`ustun.service.plumbing.middleware.KEY_CACHE_SECONDS`).
+    they cache it (`ustun.service.plumbing.admission.KEY_CACHE_SECONDS`).
     """
     query = _KEY_INFO.where(api_keys.c.id == key_id)
     if account_id is not None:

@@ -16,7 +16,7 @@ MAX_PAGE = 100
 
 
 def account_of(request: Request) -> Account:
-    """The account `AuthMiddleware` authenticated for this request; hot routes call it directly,
+    """The account the plumbing authenticated for this request; hot routes call it directly,
     since each FastAPI dependency costs a solve per request."""
     account: Account = request.state.account
     return account
@@ -29,7 +29,7 @@ def database_of(request: Request) -> Database:
 
 
 async def current_account(request: Request) -> Account:
-    """The account `AuthMiddleware` authenticated for this request, as a dependency."""
+    """The account the plumbing authenticated for this request, as a dependency."""
     return account_of(request)
 
 

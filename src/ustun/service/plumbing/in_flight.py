@@ -1,6 +1,6 @@
 """A per-account cap on requests in progress: one account's backlog waits in its own queue.
 
-The request rate (`RequestRateMiddleware`) counts requests, not what they cost: a page of 100
+The request rate (`admission.RequestRate`) counts requests, not what they cost: a page of 100
 rows, a transfer waiting on a row lock or a 1 MiB upload counts as one cheap GET does. Capping
 how many of one account's requests run at once bounds what that account holds of the event
 loop, the CPU and the connection pools whatever its requests cost, so another account's
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class AccountSlots:
@@ -67,44 +65,3 @@ class AccountSlots:
             self._held[account] = held
         else:
             del self._held[account]
-
-
-class InFlightMiddleware:
-    """Let at most `slots.limit` requests of one account under `prefix` run at once; the rest wait
-    in the account's own queue.
-
-    A request holds its slot until its answer starts (or it ends without one), so a stream or
-    a download holds none while its body flows. It runs inside `AuthMiddleware` (the account)
-    and `RequestRateMiddleware` (a refused request never waits), so at most the account's
-    burst of requests waits. Counted per `ustun serve` process.
-    """
-
-    def __init__(self, app: ASGIApp, *, slots: AccountSlots, prefix: str = "/v1/") -> None:
-        self.app = app
-        self.slots = slots
-        self.prefix = prefix
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        account = scope.get("state", {}).get("account") if scope["type"] == "http" else None
-        if account is None or not scope["path"].startswith(self.prefix):
-            await self.app(scope, receive, send)
-            return
-        account_id: str = account.id
-        await self.slots.acquire(account_id)
-        held = True
-
-        def release() -> None:
-            nonlocal held
-            if held:
-                held = False
-                self.slots.release(account_id)
-
-        async def send_releasing(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                release()
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_releasing)
-        finally:
-            release()

@@ -1,7 +1,7 @@
 """What a consumer portal token (`ustun.portal`) may do on the API: act as its session's account
 on the webhook routes the portal uses, and nothing else.
 
-`AuthMiddleware` accepts a `ptl_…` bearer token through `authenticate_portal` and refuses
+`admission.Authenticator` accepts a `ptl_…` bearer token through `authenticate_portal` and refuses
 (403 `forbidden`) any route `allows` does not list; the webhook routes narrow what they take
 and show to the session's event types (`check_events`, `visible`).
 """

@@ -1,14 +1,14 @@
 """Render every error as RFC 9457 problem+json, and serve the human page of each problem type.
 
-A database outage (down or restarting, too slow, out of disk) is answered by
-`OutageMiddleware` wherever in the request it is met, as 503 or 507 with Retry-After.
+A database outage (down or restarting, too slow, out of disk) is answered by the plumbing
+(`pipeline.Plumbing`) wherever in the request it is met, as 503 or 507 with Retry-After.
 """
 
 from __future__ import annotations
 
 import html
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -16,13 +16,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ustun.errors import ProblemError
 from ustun.http.problem import CATALOGUE, MEDIA_TYPE, ProblemType, encode, problem
 from ustun.http.retry_after import format_retry_after
 from ustun.service.plumbing.bodies import unreadable
-from ustun.store.reach import OUTAGE_PROBLEMS, Outage, outage
+from ustun.store.reach import OUTAGE_PROBLEMS, Outage
 from ustun.webhooks.endpoint_body import field_message
 
 log = logging.getLogger("ustun.service")
@@ -145,50 +144,6 @@ async def _on_unhandled(request: Request, exc: Exception) -> Response:
         f"Unexpected server error; quote request id {request_id(request)} when reporting it.",
         headers={"x-request-id": request_id(request)},
     )
-
-
-class OutageMiddleware:
-    """Answer a database outage raised anywhere inside it (authentication, the idempotency
-    middleware, a handler) with its problem and Retry-After, and count it with `refused`.
-
-    The outage is not raised on: an exception that escapes the app makes the server close the
-    connection after its 500, resetting the client's next request on it. An outage after the
-    response has started (a stream) is raised on, as any other error is.
-    """
-
-    def __init__(self, app: ASGIApp, *, refused: Callable[[Outage], None]) -> None:
-        self.app = app
-        self.refused = refused
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def watched_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, watched_send)
-        except Exception as exc:
-            found = outage(exc)
-            if found is None or started:
-                raise
-            self.refused(found)
-            request = Request(scope)
-            log.warning(
-                "%s %s refused: %s (%s: %s)",
-                request.method,
-                request.url.path,
-                found.detail,
-                type(exc).__name__,
-                str(exc).splitlines()[0] if str(exc) else "",
-                extra={"request_id": request_id(request), "outage": found.kind},
-            )
-            await outage_response(request, found)(scope, receive, send)
 
 
 def outage_response(request: Request, found: Outage) -> Response:

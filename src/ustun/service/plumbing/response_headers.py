@@ -1,5 +1,4 @@
-"""Pure-ASGI middleware that adds headers to responses: `Date` to every one, fixed headers to
-those under a path prefix.
+"""Pure-ASGI middleware that adds fixed headers to the responses under a path prefix.
 
 The API's cache policy (RFC 9111 §5.2.2) is one use: `private, no-cache` lets a browser or
 client cache keep an answer but makes it revalidate (the ETag / 304 flow) before every reuse,
@@ -14,9 +13,6 @@ from collections.abc import Mapping
 
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from ustun import clock
-from ustun.http.dates import format_http_date
 
 API_CACHE_CONTROL = "private, no-cache"
 API_HEADERS = {"cache-control": API_CACHE_CONTROL}
@@ -50,36 +46,3 @@ class PrefixHeadersMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
-
-
-class DateMiddleware:
-    """Send `Date` (RFC 9110 §6.6.1) on every response, read from the one clock as the response
-    starts, so after anything the request wrote: a `Last-Modified` it carries is never later
-    than its `Date` (§8.8.2.1). uvicorn's own `Date` is refreshed once a second, so a 201 could
-    say it was modified a second after it was sent; `ustun serve` sends this one instead
-    (`service.runtime.server`). An unhandled error's 500 leaves Starlette's outermost layer
-    without one, which §6.6.1 allows for a 5xx."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self._second = -1
-        self._value = ""
-
-    def _now(self) -> str:
-        moment = clock.now()
-        second = int(moment.timestamp())
-        if second != self._second:  # formatted once per second, as uvicorn does
-            self._second, self._value = second, format_http_date(moment)
-        return self._value
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_date(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                MutableHeaders(scope=message)["date"] = self._now()
-            await send(message)
-
-        await self.app(scope, receive, send_with_date)

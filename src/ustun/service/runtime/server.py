@@ -14,7 +14,7 @@ its body. This subclass adds, per connection:
 A client over time is disconnected without an answer. Idle kept-alive connections are
 uvicorn's own `timeout_keep_alive`.
 
-The app's answers carry the app's own `Date` (`DateMiddleware`: read as each answer starts)
+The app's answers carry the app's own `Date` (`pipeline.HttpDate`: read as each answer starts)
 instead of uvicorn's, which is refreshed once a second and so could be older than the
 `Last-Modified` of what the request had just written; uvicorn's own answers (400, 431) keep it.
 """

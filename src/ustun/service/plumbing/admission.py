@@ -1,17 +1,16 @@
-"""Pure-ASGI middleware of the service: request ids, unstorable-URL refusal, authentication."""
+"""What the service's plumbing (`pipeline.Plumbing`) checks per request: API keys and portal
+tokens (`Authenticator`, with its `KeyCache`) and each account's request rate (`RequestRate`)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from urllib.parse import unquote_to_bytes
 
-from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
-from ustun import ids, logs, portal
+from ustun import portal
 from ustun.http.ratelimit import RatePolicy, TokenBucket
 from ustun.http.retry_after import format_retry_after
 from ustun.service.plumbing.accounts import Credential, authenticate, hash_key
@@ -19,133 +18,54 @@ from ustun.service.plumbing.auth_failures import FailureLimiter
 from ustun.service.plumbing.portal_access import allows, authenticate_portal
 from ustun.service.plumbing.problems import problem_response
 from ustun.store import Database
-from ustun.store.engine import on_behalf_of
-
-REQUEST_ID_HEADER = "x-request-id"
-
-
-class RequestIdMiddleware:
-    """Give every request an id (`req_…`), echoed in `X-Request-Id` and problem `instance`s."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request_id = ids.new_id("req")
-        scope.setdefault("state", {})["request_id"] = request_id
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = request_id
-            await send(message)
-
-        token = logs.bind_request_id(request_id)
-        try:
-            await self.app(scope, receive, send_with_id)
-        finally:
-            logs.reset_request_id(token)
-
-
-class UrlGuardMiddleware:
-    """Refuse (422 `validation-error`) a URL whose path or query holds a NUL character.
-
-    PostgreSQL cannot compare text with NUL in it, so such an id or filter would otherwise
-    fail in the database as a 500 instead of being refused as bad input.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            part = _nul_part(scope)
-            if part is not None:
-                response = problem_response(
-                    Request(scope),
-                    "validation-error",
-                    f"The {part} must not contain the NUL character (%00).",
-                    errors=[{"field": part, "message": "contains NUL (%00)", "type": "nul"}],
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-def _nul_part(scope: Scope) -> str | None:
-    if "\x00" in scope["path"]:
-        return "path"
-    if b"\x00" in unquote_to_bytes(scope.get("query_string", b"")):
-        return "query"
-    return None
-
 
 MAX_BUCKETS = 10_000
 
 
-class RequestRateMiddleware:
-    """Give each account `rate` requests a second under `prefix`, in bursts of at most `burst`.
+class RequestRate:
+    """Give each account `rate` requests a second, in bursts of at most `burst`.
 
     A token bucket per account (`ustun.http.ratelimit`), in this process's memory: each
-    `ustun serve` process counts on its own. It runs inside `AuthMiddleware`, which names the
-    account. Every answer under `prefix` carries `RateLimit-Policy` and `RateLimit`; a request
-    without a token runs nothing and is answered 429 `rate-limited` with `Retry-After`. Past
-    `max_buckets` accounts, those idle long enough to be full again are forgotten (a new bucket
-    is a full one).
+    `ustun serve` process counts on its own. Every answer under the API's prefix carries
+    `RateLimit-Policy` and `RateLimit`; a request without a token runs nothing and is answered
+    429 `rate-limited` with `Retry-After`. Past `max_buckets` accounts, those idle long enough
+    to be full again are forgotten (a new bucket is a full one).
     """
 
     def __init__(
         self,
-        app: ASGIApp,
         *,
         rate: float,
         burst: int,
-        prefix: str = "/v1/",
         max_buckets: int = MAX_BUCKETS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.app = app
         self.policy = RatePolicy(rate, burst)
-        self.prefix = prefix
         self.max_buckets = max_buckets
         self._clock = clock
         self._buckets: dict[str, TokenBucket] = {}
         self._policy_field = (b"ratelimit-policy", self.policy.policy_field().encode())
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        account = scope.get("state", {}).get("account") if scope["type"] == "http" else None
-        if account is None or not scope["path"].startswith(self.prefix):
-            await self.app(scope, receive, send)
-            return
+    def check(self, scope: Scope, account_id: str) -> Response | list[tuple[bytes, bytes]]:
+        """Take one of the account's tokens: the fields its answer carries, else the 429."""
         now = self._clock()
-        bucket = self._buckets.get(account.id) or self._new_bucket(account.id, now)
+        bucket = self._buckets.get(account_id) or self._new_bucket(account_id, now)
         decision = bucket.take(self.policy, now)
         limit = self.policy.limit_field(decision)
-        if not decision.allowed:
-            wait = format_retry_after(decision.wait)
-            response = problem_response(
-                Request(scope),
-                "rate-limited",
-                f"This account may send {self.policy.rate:g} requests a second, in bursts of "
-                f"at most {self.policy.burst}; try again in {wait} s.",
-                headers={
-                    "retry-after": wait,
-                    "ratelimit-policy": self._policy_field[1].decode(),
-                    "ratelimit": limit,
-                },
-            )
-            await response(scope, receive, send)
-            return
-        fields = (self._policy_field, (b"ratelimit", limit.encode()))
-
-        async def send_with_fields(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", ()), *fields]}
-            await send(message)
-
-        await self.app(scope, receive, send_with_fields)
+        if decision.allowed:
+            return [self._policy_field, (b"ratelimit", limit.encode())]
+        wait = format_retry_after(decision.wait)
+        return problem_response(
+            Request(scope),
+            "rate-limited",
+            f"This account may send {self.policy.rate:g} requests a second, in bursts of "
+            f"at most {self.policy.burst}; try again in {wait} s.",
+            headers={
+                "retry-after": wait,
+                "ratelimit-policy": self._policy_field[1].decode(),
+                "ratelimit": limit,
+            },
+        )
 
     def _new_bucket(self, account_id: str, now: float) -> TokenBucket:
         if len(self._buckets) >= self.max_buckets:
@@ -211,10 +131,10 @@ def _unauthorized(scope: Scope, detail: str) -> Response:
     )
 
 
-class AuthMiddleware:
-    """Require `Authorization: Bearer <key>` under `prefix`; put the `Account` (and the whole
-    `Credential`) in scope state. A portal token (`ptl_…`) acts as its session's account on the
-    routes `portal_access.allows` lists, and is refused (403 `forbidden`) on any other.
+class Authenticator:
+    """Check `Authorization: Bearer <key>` and put the `Account` (and the whole `Credential`)
+    in scope state. A portal token (`ptl_…`) acts as its session's account on the routes
+    `portal_access.allows` lists, and is refused (403 `forbidden`) on any other.
 
     Accepted keys are cached (`KeyCache`), so a hot API does not read the key table per
     request. The failure limiter throttles failures, never credentials: a valid key always
@@ -222,25 +142,13 @@ class AuthMiddleware:
     address is many clients); only a key that fails is answered 429 instead of 401 there.
     """
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        db: Database,
-        *,
-        cache: KeyCache,
-        failures: FailureLimiter,
-        prefix: str = "/v1/",
-    ) -> None:
-        self.app = app
+    def __init__(self, db: Database, *, cache: KeyCache, failures: FailureLimiter) -> None:
         self.db = db
         self.cache = cache
         self.failures = failures
-        self.prefix = prefix
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
-            await self.app(scope, receive, send)
-            return
+    async def check(self, scope: Scope) -> Credential | Response:
+        """The request's credential (also put in scope state), else the answer refusing it."""
         # The header straight from the scope: no `Request` or `Headers` built for a cache hit.
         authorization = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
         scheme, _, key = authorization.decode("latin-1").partition(" ")
@@ -251,17 +159,13 @@ class AuthMiddleware:
             checked = await self._portal(scope, key)
         else:
             checked = await self._key(scope, key) if bearer else None
-        if isinstance(checked, Response):
-            await checked(scope, receive, send)
-            return
         if checked is None:
-            await _unauthorized(scope, NO_KEY)(scope, receive, send)
-            return
-        state = scope.setdefault("state", {})
-        state["account"] = checked.account
-        state["credential"] = checked
-        with on_behalf_of(checked.account.id):  # a fair share of the write connections
-            await self.app(scope, receive, send)
+            return _unauthorized(scope, NO_KEY)
+        if isinstance(checked, Credential):
+            state = scope.setdefault("state", {})
+            state["account"] = checked.account
+            state["credential"] = checked
+        return checked
 
     async def _key(self, scope: Scope, key: str) -> Credential | Response | None:
         """The credential of an API key (cached), else None, or the limiter's refusal."""
