@@ -148,7 +148,8 @@ def create_app(
     )
     # Everything between the server and the app, in one pass: request id, server span,
     # observation, the body limit, URL guard, authentication, the request rate and requests in
-    # flight, HEAD and Allow, the API's cache policy, Date, and the answer to an outage.
+    # flight, HEAD and Allow, fixed headers (the API's cache policy, the dashboard's and the
+    # portal's security headers), Date, and the answer to an outage.
     app.state.request_slots = (
         AccountSlots(settings.max_requests_in_flight) if settings.max_requests_in_flight else None
     )
@@ -166,7 +167,7 @@ def create_app(
             else None
         ),
         slots=app.state.request_slots,
-        headers=API_HEADERS,
+        headers=(API_HEADERS, dashboard.HEADERS, consumer_portal.HEADERS),
     )
     # Outermost: the client's scheme and address as a trusted proxy saw them, for all the rest.
     if settings.proxies:

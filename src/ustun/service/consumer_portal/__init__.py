@@ -16,7 +16,7 @@ from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from ustun.portal import PORTAL_PATH
-from ustun.service.plumbing.response_headers import PrefixHeadersMiddleware
+from ustun.service.plumbing.response_headers import PrefixHeaders
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
@@ -29,6 +29,10 @@ SECURITY_HEADERS = {
     "referrer-policy": "no-referrer",
     "x-content-type-options": "nosniff",
 }
+
+
+# Added by the plumbing to every answer under the portal's path.
+HEADERS = PrefixHeaders(PORTAL_PATH.rstrip("/"), SECURITY_HEADERS, overwrite=True)
 
 
 async def page() -> Response:
@@ -48,9 +52,3 @@ def install(app: FastAPI) -> None:
         PORTAL_PATH.rstrip("/"), without_slash, methods=["GET", "HEAD"], include_in_schema=False
     )
     app.mount(f"{PORTAL_PATH}static", StaticFiles(directory=STATIC), name="portal-static")
-    app.add_middleware(
-        PrefixHeadersMiddleware,
-        prefix=PORTAL_PATH.rstrip("/"),
-        headers=SECURITY_HEADERS,
-        overwrite=True,
-    )

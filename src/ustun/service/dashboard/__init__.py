@@ -14,7 +14,10 @@ from ustun.service.dashboard.web import (
     favicon,
     on_login_required,
 )
-from ustun.service.plumbing.response_headers import PrefixHeadersMiddleware
+from ustun.service.plumbing.response_headers import PrefixHeaders
+
+# Added by the plumbing to errors and redirects too: the pages' own headers never weaken these.
+HEADERS = PrefixHeaders("/dashboard", SECURITY_HEADERS, overwrite=True)
 
 
 def install(app: FastAPI, secret_key: str | None) -> None:
@@ -26,7 +29,3 @@ def install(app: FastAPI, secret_key: str | None) -> None:
     app.include_router(job_pages.router)
     app.add_api_route("/favicon.ico", favicon, include_in_schema=False)
     app.mount("/dashboard/static", StaticFiles(directory=HERE / "static"), name="dashboard-static")
-    # Errors and redirects too: the pages' own headers never weaken these.
-    app.add_middleware(
-        PrefixHeadersMiddleware, prefix="/dashboard", headers=SECURITY_HEADERS, overwrite=True
-    )

@@ -5,7 +5,7 @@ context), its server span, a body over `max_body` refused (413), a NUL in the UR
 (422), authentication (`Authenticator`), the account's request rate (`RequestRate`, 429) and
 its requests in flight (`AccountSlots`), `HEAD` answered as `GET`; then the app. The answer's
 start passes one hook that adds what each part owes it (`Allow` on a 405, the rate's fields,
-the API's fixed headers, the request id, `Date`) and frees the account's slot. A database
+fixed headers by path, the request id, `Date`) and frees the account's slot. A database
 outage met anywhere before the answer starts is answered 503/507 with Retry-After. Each
 request is timed, counted and logged once, by its route's template.
 
@@ -37,6 +37,7 @@ from ustun.service.plumbing.methods import RouteMethods, route_path
 from ustun.service.plumbing.metrics import Metrics
 from ustun.service.plumbing.observe import RouteTemplates
 from ustun.service.plumbing.problems import outage_response, problem_response
+from ustun.service.plumbing.response_headers import PrefixHeaders
 from ustun.store.engine import on_behalf_of
 from ustun.store.reach import Outage, outage
 
@@ -82,7 +83,7 @@ class Plumbing:
     """Everything between the server and the app, once per request (see the module).
 
     `auth`, `rate` and `slots` apply under `prefix` (`rate`/`slots` None: no limit);
-    `headers` are added to every answer under `prefix` that does not set them itself.
+    `headers`: fixed headers by path prefix (`PrefixHeaders`).
     """
 
     def __init__(
@@ -98,7 +99,7 @@ class Plumbing:
         rate: RequestRate | None = None,
         slots: AccountSlots | None = None,
         prefix: str = "/v1/",
-        headers: Mapping[str, str] | None = None,
+        headers: Sequence[PrefixHeaders] = (),
     ) -> None:
         self.app = app
         self.auth = auth
@@ -110,7 +111,7 @@ class Plumbing:
         self.rate = rate
         self.slots = slots
         self.prefix = prefix
-        self.headers = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+        self.headers = headers
         self.date = HttpDate()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -120,7 +121,9 @@ class Plumbing:
         request_id = ids.new_id("req")
         scope.setdefault("state", {})["request_id"] = request_id
         answer = _Answer()
-        api = scope["path"].startswith(self.prefix)
+        path = scope["path"]
+        api = path.startswith(self.prefix)
+        fixed = [rule for rule in self.headers if path.startswith(rule.prefix)]
         own = (REQUEST_ID_HEADER, request_id.encode())
 
         async def send_answer(message: Message) -> None:
@@ -129,7 +132,7 @@ class Plumbing:
                 answer.started = True
                 if answer.release is not None:
                     answer.release()
-                message["headers"] = self._headers(message, answer, api, own)
+                message["headers"] = self._headers(message, answer, fixed, own)
             await send(message)
 
         token = logs.bind_request_id(request_id)
@@ -143,19 +146,19 @@ class Plumbing:
         finally:
             logs.reset_request_id(token)
 
-    def _headers(self, message: Message, answer: _Answer, api: bool, own: Header) -> list[Header]:
-        """The answer's headers with what each part adds: set (replacing the app's) the
-        request id, `Date` and a 405's `Allow`; added the rate's fields; added the API's fixed
-        headers where the answer has none of the name."""
+    def _headers(
+        self, message: Message, answer: _Answer, fixed: list[PrefixHeaders], own: Header
+    ) -> list[Header]:
+        """The answer's headers with what each part adds: the fixed headers of its path, the
+        rate's fields, and (replacing the app's) the request id, `Date` and a 405's `Allow`."""
         replaced = {own[0], b"date"}
         added = [own, (b"date", self.date())]
         if answer.allow is not None and answer.status == 405:
             replaced.add(b"allow")
             added.append((b"allow", ", ".join(sorted(self.methods.allowed(answer.allow))).encode()))
         headers = [h for h in message.get("headers", ()) if h[0].lower() not in replaced]
-        if api and self.headers:
-            present = {name.lower() for name, _ in headers}
-            headers += [h for h in self.headers if h[0] not in present]
+        for rule in fixed:
+            headers = rule.apply(headers)
         headers += answer.fields
         headers += added
         return headers

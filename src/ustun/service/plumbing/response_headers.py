@@ -1,4 +1,4 @@
-"""Pure-ASGI middleware that adds fixed headers to the responses under a path prefix.
+"""Fixed headers for the answers under a path prefix, added by the plumbing (`pipeline`).
 
 The API's cache policy (RFC 9111 §5.2.2) is one use: `private, no-cache` lets a browser or
 client cache keep an answer but makes it revalidate (the ETag / 304 flow) before every reuse,
@@ -11,38 +11,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
 API_CACHE_CONTROL = "private, no-cache"
-API_HEADERS = {"cache-control": API_CACHE_CONTROL}
 
 
-class PrefixHeadersMiddleware:
-    """Add `headers` to every response whose path starts with `prefix` (errors and redirects
-    too); with `overwrite=False` a header the response set itself is kept."""
+class PrefixHeaders:
+    """Fixed headers for every answer whose path starts with `prefix` (errors and redirects
+    too): `overwrite` replaces a header of the name the answer set itself, else it is kept."""
 
-    def __init__(
-        self, app: ASGIApp, *, prefix: str, headers: Mapping[str, str], overwrite: bool
-    ) -> None:
-        self.app = app
+    __slots__ = ("_names", "_own", "overwrite", "prefix")
+
+    def __init__(self, prefix: str, headers: Mapping[str, str], *, overwrite: bool) -> None:
         self.prefix = prefix
-        self.headers = dict(headers)
         self.overwrite = overwrite
+        self._own = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+        self._names = {name for name, _ in self._own}
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
-            await self.app(scope, receive, send)
-            return
+    def apply(self, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+        """`headers` (raw ASGI) with these added."""
+        if self.overwrite:
+            return [h for h in headers if h[0].lower() not in self._names] + self._own
+        present = {name.lower() for name, _ in headers}
+        return headers + [h for h in self._own if h[0] not in present]
 
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in self.headers.items():
-                    if self.overwrite:
-                        headers[name] = value
-                    else:
-                        headers.setdefault(name, value)
-            await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+API_HEADERS = PrefixHeaders("/v1/", {"cache-control": API_CACHE_CONTROL}, overwrite=False)
