@@ -363,3 +363,32 @@ async def test_fifty_concurrent_units_of_work_each_commit_exactly_once(lite: Dat
     for i in range(50):
         assert await _named(lite, f"{name}-{i}-") == 2
     assert not await _in_transaction(lite)
+
+
+_ADD_RETURNING = Statement(
+    insert(accounts)
+    .values(
+        id=bindparam("id"),
+        name=bindparam("name"),
+        created_at=bindparam("created_at", type_=accounts.c.created_at.type),
+    )
+    .returning(accounts.c.id)
+)
+
+
+async def test_a_statement_alone_is_one_handoff(lite: Database, handoffs: list[str]) -> None:
+    name = uuid.uuid4().hex
+    account = _account(name)
+    [row] = await _ADD_RETURNING.alone(lite, account)
+    assert row.id == account["id"]
+    # Was: BEGIN IMMEDIATE, the statement, COMMIT.
+    assert handoffs == ["_run_then_end"]
+    assert await _named(lite, name) == 1
+    with pytest.raises(sqlite3.IntegrityError):
+        await _ADD_RETURNING.alone(lite, account)  # the same id again
+    assert not await _in_transaction(lite)
+    assert await _named(lite, name) == 1
+    async with lite.unit_of_work() as uow:  # inside a unit of work, it joins it
+        await _ADD_RETURNING.alone(lite, _account(name))
+        assert uow.conn.in_transaction()
+    assert await _named(lite, name) == 2

@@ -130,10 +130,27 @@ class Statement:
     async def alone(self, db: Database, params: Mapping[str, Any]) -> list[FastRow]:
         """`rows` of a write that commits by itself: in the unit of work open in this context,
         if any; else on PostgreSQL ONE autocommit statement on `db.autocommit()` (no BEGIN or
-        COMMIT round trip, no SQLAlchemy checkout), on SQLite a unit of work of its own."""
-        if db.is_sqlite or db.in_unit_of_work():
+        COMMIT round trip, no SQLAlchemy checkout), on SQLite a unit of work of its own whose
+        BEGIN IMMEDIATE, statement and COMMIT go to aiosqlite's thread in ONE hand-off (its
+        only before-commit hook runs the statement with `UnitOfWork.run_last`)."""
+        if db.in_unit_of_work():
             async with db.unit_of_work() as uow:
                 return await self.rows(uow.conn, params)
+        if db.is_sqlite:
+            from ustun.store.plans import rows
+
+            def plan() -> Plan[list[FastRow]]:
+                found: list[FastRow] = yield rows(self, params)
+                return found
+
+            done: list[list[FastRow]] = []
+            async with db.unit_of_work() as uow:
+
+                async def last() -> None:
+                    done.append(await uow.run_last(plan(), commit_if=_always))
+
+                uow.before_commit(last)
+            return done[0]
         compiled = self._for(db.engine.dialect)
         async with db.autocommit() as driver:
             raw = await driver.fetch(compiled.sql, *self._args(compiled, params))
@@ -202,6 +219,10 @@ def run_raw(plan: Plan[T], raw: sqlite3.Connection, dialect: Dialect) -> T:
             result = _processed(compiled, cursor.fetchall()) if query.rows else cursor.rowcount
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+
+
+def _always(_: object) -> bool:
+    return True
 
 
 # Run on aiosqlite's thread by `sqlite_call`, each with the `sqlite3.Connection` first.
