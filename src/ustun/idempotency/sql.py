@@ -494,8 +494,11 @@ class SqlRecordStore:
         *,
         ttl: float,
     ) -> bool:
-        """Store the response in `uow`'s transaction; False when the lease was lost."""
-        return await run(complete_key(scope, key, lease_token, response, ttl=ttl), uow.conn)
+        """Store the response in `uow`'s transaction; False when the lease was lost (and the
+        caller must roll its transaction back). As the last statement of `uow`'s last
+        before-commit hook it ends the transaction, as `settle_in` does."""
+        plan = complete_key(scope, key, lease_token, response, ttl=ttl)
+        return await uow.run_last(plan, commit_if=bool)
 
     async def release(self, scope: str, key: str, lease_token: str) -> None:
         """Delete the claim if it is still ours."""
