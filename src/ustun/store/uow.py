@@ -199,7 +199,10 @@ class UnitOfWork:
                     for last in uow._last:
                         await last(alone)
                 except BaseException:
-                    await (uow._abandon_sqlite() if sqlite else _roll_back(conn))
+                    if sqlite:
+                        await uow._abandon_sqlite()
+                    elif conn.in_transaction():
+                        await _roll_back(conn)
                     raise
                 if uow._ended is not None:
                     await uow._after_run_last()
