@@ -392,3 +392,26 @@ async def test_a_statement_alone_is_one_handoff(lite: Database, handoffs: list[s
         await _ADD_RETURNING.alone(lite, _account(name))
         assert uow.conn.in_transaction()
     assert await _named(lite, name) == 2
+
+
+async def test_run_last_commits_or_rolls_back_alike_on_both_databases(db: Database) -> None:
+    """On PostgreSQL `run_last` runs the plan in the transaction, which commits as usual."""
+    kept, dropped = uuid.uuid4().hex, uuid.uuid4().hex
+    async with db.unit_of_work() as uow:
+
+        async def keep() -> None:
+            assert await uow.run_last(_add_then_count(kept), commit_if=bool) == 2
+
+        await _ADD.count(uow.conn, _account(kept))
+        uow.before_commit(keep)
+    with pytest.raises(LookupError):
+        async with db.unit_of_work() as uow:
+
+            async def drop() -> None:
+                if not await uow.run_last(_rename("no-such-id", dropped), commit_if=_one):
+                    raise LookupError("no such account")
+
+            await _ADD.count(uow.conn, _account(dropped))
+            uow.before_commit(drop)
+    assert await _named(db, kept) == 2
+    assert await _named(db, dropped) == 0

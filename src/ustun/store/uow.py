@@ -3,7 +3,9 @@
 Handlers write through `uow.conn`; pillars hang work on it that must commit or roll back with
 the handler's writes (idempotency completion, outbox events and deliveries) via
 `before_commit`, writes that are best made last (enqueued jobs) via `at_commit`, and side
-effects that must only follow a commit (wake-ups) via `after_commit`.
+effects that must only follow a commit (wake-ups) via `after_commit`. The last before-commit
+hook may end the transaction with its last statements (`run_last`: on SQLite they go to
+aiosqlite's thread with the COMMIT, or a ROLLBACK, in one hand-off).
 Nested `Database.unit_of_work()` calls in the same context join the open unit of work.
 Inside `Database.hold()` the first `unit_of_work()` opens the transaction and the *holder*
 commits it when its block ends (the idempotency middleware completes its record there).
