@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from ustun import __version__, instrumentation
@@ -28,7 +28,7 @@ from ustun.service.operations import (
 from ustun.service.plumbing import problems
 from ustun.service.plumbing.admission import Authenticator, KeyCache, RequestRate
 from ustun.service.plumbing.auth_failures import FailureLimiter
-from ustun.service.plumbing.bodies import json_media_type
+from ustun.service.plumbing.bodies import JsonBodies
 from ustun.service.plumbing.in_flight import AccountSlots
 from ustun.service.plumbing.metrics import Metrics
 from ustun.service.plumbing.pipeline import Plumbing
@@ -86,7 +86,6 @@ def create_app(
         title="ustun",
         version=__version__,
         lifespan=lifespan,
-        dependencies=[Depends(json_media_type)],
         docs_url=None,
         redoc_url=None,
     )
@@ -148,8 +147,8 @@ def create_app(
     )
     # Everything between the server and the app, in one pass: request id, server span,
     # observation, the body limit, URL guard, authentication, the request rate and requests in
-    # flight, HEAD and Allow, fixed headers (the API's cache policy, the dashboard's and the
-    # portal's security headers), Date, and the answer to an outage.
+    # flight, HEAD and Allow, a JSON body's media type, fixed headers (the API's cache policy,
+    # the dashboard's and the portal's security headers), Date, and the answer to an outage.
     app.state.request_slots = (
         AccountSlots(settings.max_requests_in_flight) if settings.max_requests_in_flight else None
     )
@@ -159,6 +158,7 @@ def create_app(
         metrics=observed,
         openapi=app.openapi,
         routes=app.routes,
+        bodies=JsonBodies(app.routes),
         refused=observed.refused,
         max_body=settings.max_body,
         rate=(

@@ -1,21 +1,26 @@
 """Request bodies: the JSON media type (else 415), unreadable JSON (400 `bad-request`), and a
 number too long to read (422 `validation-error`).
 
-FastAPI reads the body of most routes; `json_media_type` and `unreadable` give its refusals the
-same answers as `read_json`, which reads the routes FastAPI does not (PATCH, by media type).
+FastAPI reads the body of most routes; `JsonBodies` and `unreadable` give its refusals the
+same answers as `read_json`, which reads the routes FastAPI does not (hot routes; PATCH, by
+media type).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, TypeVar
 
 from fastapi import Request, params
 from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, iter_route_contexts
 from pydantic import BaseModel, BeforeValidator, ValidationError
+from starlette.routing import BaseRoute
+from starlette.types import Scope
 
 from ustun.errors import ProblemError
 from ustun.http.dates import RFC3339_EXAMPLE, parse_rfc3339
@@ -67,19 +72,43 @@ def _refuse_media_type(request: Request, expected: tuple[str, ...]) -> ProblemEr
     )
 
 
-async def json_media_type(request: Request) -> None:
-    """App-wide dependency: a route whose JSON body FastAPI reads refuses other media with 415.
+class JsonBodies:
+    """The routes whose JSON body FastAPI reads: the plumbing refuses another media type with
+    415 before they run (FastAPI itself would validate a text/plain body as bytes and call it
+    an invalid value). A request with neither content nor Content-Type is left to validation:
+    "Field required". Checked by the plumbing rather than as a dependency of every route, which
+    FastAPI would solve on every request, a GET's too."""
 
-    FastAPI itself would validate a text/plain body as bytes and call it an invalid value.
-    A request with neither content nor Content-Type is left to validation: "Field required".
-    """
-    route = request.scope.get("route")
+    def __init__(self, routes: Sequence[BaseRoute]) -> None:
+        self._routes = routes
+        self._table: list[tuple[re.Pattern[str], frozenset[str]]] | None = None
+        self._methods: frozenset[str] = frozenset()
+
+    def refusal(self, scope: Scope, path: str) -> ProblemError | None:
+        """The 415 for a request to such a route with a body of another media type, else None."""
+        if self._table is None:  # built on first use: routers are all included by then
+            self._table = [
+                (context.path_regex, frozenset(context.methods or ()))
+                for context in iter_route_contexts(self._routes)
+                if _reads_json(context.original_route)
+            ]
+            self._methods = frozenset().union(*(methods for _, methods in self._table))
+        method = scope["method"]
+        if method not in self._methods:
+            return None
+        request = Request(scope)
+        if not _sent_content(request) or _takes(_media_type(request), None):
+            return None
+        if any(method in methods and regex.match(path) for regex, methods in self._table):
+            return _refuse_media_type(request, (JSON,))
+        return None
+
+
+def _reads_json(route: BaseRoute) -> bool:
+    """Whether FastAPI reads `route`'s body as JSON (a body, and not a form)."""
     if not isinstance(route, APIRoute) or route.body_field is None:
-        return
-    if isinstance(route.body_field.field_info, params.Form):
-        return
-    if _sent_content(request) and not _takes(_media_type(request), None):
-        raise _refuse_media_type(request, (JSON,))
+        return False
+    return not isinstance(route.body_field.field_info, params.Form)
 
 
 def _takes(media_type: str, media_types: tuple[str, ...] | None) -> bool:

@@ -3,7 +3,8 @@
 Each request, in this order: an id (`req_…`, echoed in `X-Request-Id`, bound to the log
 context), its server span, a body over `max_body` refused (413), a NUL in the URL refused
 (422), authentication (`Authenticator`), the account's request rate (`RequestRate`, 429) and
-its requests in flight (`AccountSlots`), `HEAD` answered as `GET`; then the app. The answer's
+its requests in flight (`AccountSlots`), `HEAD` answered as `GET`, a JSON body of another
+media type refused (415, `JsonBodies`); then the app. The answer's
 start passes one hook that adds what each part owes it (`Allow` on a 405, the rate's fields,
 fixed headers by path, the request id, `Date`) and frees the account's slot. A database
 outage met anywhere before the answer starts is answered 503/507 with Retry-After. Each
@@ -31,12 +32,13 @@ from ustun import clock, ids, logs, tracing
 from ustun.http.dates import format_http_date
 from ustun.logs import ACCESS_LOGGER
 from ustun.service.plumbing.admission import Authenticator, RequestRate
+from ustun.service.plumbing.bodies import JsonBodies
 from ustun.service.plumbing.body_limit import BodyTooLarge
 from ustun.service.plumbing.in_flight import AccountSlots
 from ustun.service.plumbing.methods import RouteMethods, route_path
 from ustun.service.plumbing.metrics import Metrics
 from ustun.service.plumbing.observe import RouteTemplates
-from ustun.service.plumbing.problems import outage_response, problem_response
+from ustun.service.plumbing.problems import error_response, outage_response, problem_response
 from ustun.service.plumbing.response_headers import PrefixHeaders
 from ustun.store.engine import on_behalf_of
 from ustun.store.reach import Outage, outage
@@ -94,6 +96,7 @@ class Plumbing:
         metrics: Metrics,
         openapi: Callable[[], Mapping[str, Any]],
         routes: Sequence[BaseRoute],
+        bodies: JsonBodies,
         refused: Callable[[Outage], None],
         max_body: int,
         rate: RequestRate | None = None,
@@ -106,6 +109,7 @@ class Plumbing:
         self.metrics = metrics
         self.route_template = RouteTemplates(openapi)
         self.methods = RouteMethods(routes)
+        self.bodies = bodies
         self.refused = refused
         self.max_body = max_body
         self.rate = rate
@@ -273,8 +277,9 @@ class Plumbing:
             release()
 
     async def _routed(self, scope: Scope, receive: Receive, send: Send, answer: _Answer) -> None:
-        """The app; `HEAD` answered wherever `GET` is (RFC 9110 §9.3.2), and a 405's `Allow`
-        naming every method the resource supports (§15.5.6)."""
+        """The app; `HEAD` answered wherever `GET` is (RFC 9110 §9.3.2), a 405's `Allow`
+        naming every method the resource supports (§15.5.6), a JSON body of another media type
+        refused (415)."""
         path = route_path(scope)
         if scope["method"] == "HEAD":
             declared = self.methods.declared(path)
@@ -283,6 +288,12 @@ class Plumbing:
                 await _head(self.app, routed, receive, send)
                 return
         answer.allow = path
+        refused = self.bodies.refusal(scope, path)
+        if refused is not None:
+            await self._refuse(
+                scope, receive, send, answer, error_response(Request(scope), refused)
+            )
+            return
         await self.app(scope, receive, send)
 
     def _observe(self, scope: Scope, span: Any, status: int, seconds: float) -> None:

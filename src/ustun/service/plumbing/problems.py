@@ -78,11 +78,16 @@ def problem_responses(*slugs: str) -> dict[int | str, dict[str, Any]]:
     return by_status
 
 
-async def _on_problem(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, ProblemError)
+def error_response(request: Request, exc: ProblemError) -> Response:
+    """The problem+json answer of a `ProblemError`."""
     return problem_response(
         request, exc.slug, exc.detail, status=exc.status, headers=exc.headers, **exc.extensions
     )
+
+
+async def _on_problem(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ProblemError)
+    return error_response(request, exc)
 
 
 async def _on_http_exception(request: Request, exc: Exception) -> Response:
