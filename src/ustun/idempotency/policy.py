@@ -7,8 +7,10 @@ Routes without a marker get the middleware's default policy.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any, Literal
+import re
+import weakref
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from typing import Any, Literal, NamedTuple
 
 from starlette._utils import get_route_path
 from starlette.routing import Match
@@ -48,12 +50,14 @@ def _candidates(routes: Iterable[Any]) -> Iterator[Any]:
             yield route
 
 
-def _matches(route: Any, scope: Scope) -> bool:
-    regex, methods = getattr(route, "path_regex", None), getattr(route, "methods", None)
-    if regex is not None and methods is not None:
-        return scope["method"] in methods and regex.match(get_route_path(scope)) is not None
-    match, _ = route.matches(scope)
-    return bool(match is Match.FULL)
+class _Entry(NamedTuple):
+    """A route, its path pattern and methods when it has them (else `route.matches` decides),
+    and its policy."""
+
+    route: Any
+    regex: re.Pattern[str] | None
+    methods: Collection[str] | None
+    policy: Policy | None
 
 
 def route_policy(scope: Scope) -> Policy | None:
@@ -65,9 +69,38 @@ def route_policy(scope: Scope) -> Policy | None:
     routes = getattr(router, "routes", None)
     if routes is None:
         return None
-    for route in _candidates(routes):
-        if _matches(route, scope):
-            extra = getattr(route, "openapi_extra", None) or {}
-            policy = extra.get(MARKER)
-            return policy if policy in POLICIES else None
+    method, path = scope["method"], get_route_path(scope)
+    for entry in _table(router, routes):
+        if entry.regex is not None and entry.methods is not None:
+            if method in entry.methods and entry.regex.match(path) is not None:
+                return entry.policy
+        elif entry.route.matches(scope)[0] is Match.FULL:
+            return entry.policy
     return "off"
+
+
+# Per router (by id, checked against a weak reference: routers are unhashable): how many routes
+# it had, and every route opened up, so a request neither opens FastAPI's included routers nor
+# reads each route's marker again.
+_tables: dict[int, tuple[weakref.ref[Any], int, list[_Entry]]] = {}
+
+
+def _table(router: Any, routes: Sequence[Any]) -> list[_Entry]:
+    cached = _tables.get(id(router))
+    if cached is None or cached[0]() is not router or cached[1] != len(routes):
+        entries = [
+            _Entry(
+                route,
+                getattr(route, "path_regex", None),
+                getattr(route, "methods", None),
+                _marked(route),
+            )
+            for route in _candidates(routes)
+        ]
+        cached = _tables[id(router)] = (weakref.ref(router), len(routes), entries)
+    return cached[2]
+
+
+def _marked(route: Any) -> Policy | None:
+    policy = (getattr(route, "openapi_extra", None) or {}).get(MARKER)
+    return policy if policy in POLICIES else None
