@@ -47,6 +47,7 @@ LAYERS = (
             "ustun/concurrency/",
             "ustun/clock.py",
             "ustun/http/",
+            "request_path_apps.py",  # the hand-written apps' own handlers
         ),
     ),
     ("FastAPI/Starlette: routing, middleware stack, responses", ("fastapi/", "starlette/")),
@@ -96,6 +97,21 @@ def print_budget(profile: Path, per_request_us: float) -> None:
     print(f"{profile.name}: {per_request_us:.0f} µs of server CPU per request")
     for layer, share in budget(profile):
         print(f"  {share * per_request_us:6.0f} µs  {share:6.1%}  {layer}")
+
+
+def print_budgets(profiles: list[tuple[str, Path, float]]) -> None:
+    """Several servers' budgets side by side (name, profile, CPU µs per request), by layer."""
+    columns = [(name, dict(budget(path)), us) for name, path, us in profiles]
+    layers = sorted(
+        {layer for _, found, _ in columns for layer in found},
+        key=lambda layer: -max(found.get(layer, 0) * us for _, found, us in columns),
+    )
+    print("| layer | " + " | ".join(f"{name} µs/req" for name, _, _ in columns) + " |")
+    print("|---|" + "---:|" * len(columns))
+    for layer in layers:
+        cells = " | ".join(f"{found.get(layer, 0) * us:.0f}" for _, found, us in columns)
+        print(f"| {layer} | {cells} |")
+    print("| **all** | " + " | ".join(f"**{us:.0f}**" for _, _, us in columns) + " |")
 
 
 if __name__ == "__main__":

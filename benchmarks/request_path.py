@@ -24,9 +24,9 @@ request of the server process and of the PostgreSQL backends of its database.
 
 Needs wrk, PostgreSQL (`USTUN_BENCH_PG`) and Redis (`BENCH_REDIS_URL`, default
 redis://127.0.0.1:6379/0; the typical app's keys, under a prefix of the run's, are deleted at
-the end). With `--profile DIR`, one more round per workload loads each `ustun serve` under
-py-spy (`pip install py-spy`) and prints its CPU per request split by layer
-(`benchmarks/budget.py`).
+the end). With `--profile DIR`, one more round per workload loads `ustun serve` and the
+six-statement app under py-spy (`pip install py-spy`) and prints their CPU per request split by
+layer side by side (`benchmarks/budget.py`): where ustun's cost stands above its SQL's ceiling.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from pathlib import Path
 import httpx
 from redis import Redis
 
-from budget import print_budget
+from budget import print_budgets
 from idempotency import BODY, WRK_SCRIPT, _free_port, _wait_healthy
 from jobs import PG, backend_cpu, cpu_seconds, drop_pg_database, fresh_pg_database
 from request_path_apps import REDIS_URL, new_key, prepare_postgresql, prepare_sqlite
@@ -290,9 +290,9 @@ def wrk(server: Server, workload: str, seconds: int, connections: int, tmp: Path
     return Sample(float(rate.group(1)), cpu / count * 1e6, postgresql / count * 1e6)
 
 
-def profile(server: Server, workload: str, args: argparse.Namespace, tmp: Path) -> None:
-    """Load `server` once more while py-spy samples it; print its CPU per request by layer."""
-    out = Path(args.profile) / f"{workload.lower()}-{server.backend}.txt"
+def profile(server: Server, workload: str, args: argparse.Namespace, tmp: Path) -> Path:
+    """Load `server` once more while py-spy samples it; the raw profile's path."""
+    out = Path(args.profile) / f"{workload.lower()}-{server.backend}-{server.name}.txt"
     out.parent.mkdir(parents=True, exist_ok=True)
     command = _wrk_command(server, workload, args.seconds + 2, args.connections, tmp)
     with subprocess.Popen(command, stdout=subprocess.DEVNULL) as load:
@@ -308,7 +308,17 @@ def profile(server: Server, workload: str, args: argparse.Namespace, tmp: Path) 
         )
     if load.returncode != 0:
         raise SystemExit(f"wrk failed while profiling {server.backend} {workload}")
-    print_budget(out, _median(server.samples[workload]).server_us)
+    return out
+
+
+def profiles(group: dict[str, Server], workload: str, args: argparse.Namespace, tmp: Path) -> None:
+    """ustun's CPU per request by layer beside the six-statement app's (its SQL's ceiling)."""
+    found = [
+        (name, profile(group[name], workload, args, tmp), _median(group[name].samples[workload]))
+        for name in ("six-statement", "ustun")
+    ]
+    print(f"\n{workload} {group['ustun'].backend}, server CPU per request by layer:\n")
+    print_budgets([(name, path, sample.server_us) for name, path, sample in found])
 
 
 def _median(samples: list[Sample]) -> Sample:
@@ -359,7 +369,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=5, help="per round, server, request")
     parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--profile", metavar="DIR", help="py-spy each ustun server into DIR")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy ustun and the six-statement app")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("needs wrk as the load generator: apt-get install wrk")
@@ -392,7 +402,7 @@ def main() -> None:
             print()
             for workload in WORKLOADS:
                 for group in groups:
-                    profile(group["ustun"], workload, args, tmp)
+                    profiles(group, workload, args, tmp)
 
 
 if __name__ == "__main__":
