@@ -209,7 +209,7 @@ class UnitOfWork:
                 if uow._ended is not None:
                     await uow._after_run_last()
                 elif conn.in_transaction():
-                    await (_commit_sqlite(conn) if sqlite else conn.commit())
+                    await (_commit_sqlite(conn) if sqlite else _commit_asyncpg(conn))
         finally:
             if sqlite:
                 del _sqlite_units[conn]
@@ -254,6 +254,16 @@ async def _commit_sqlite(conn: AsyncConnection) -> None:
     """
     if _adapted(conn).driver_connection.in_transaction:
         await _on_sqlite_thread(conn, _commit_raw)
+    conn.sync_connection.commit()  # type: ignore[union-attr]
+
+
+async def _commit_asyncpg(conn: AsyncConnection) -> None:
+    """COMMIT on asyncpg (SQLAlchemy's `commit()` adds a greenlet), then end SQLAlchemy's
+    transaction: its adapter's `commit` does nothing once asyncpg's transaction is over."""
+    adapted = _adapted(conn)
+    if adapted._transaction is not None:
+        # As the adapter's own commit: the transaction is done whether COMMIT succeeds or not.
+        await adapted._call_and_discard(adapted._transaction.commit)
     conn.sync_connection.commit()  # type: ignore[union-attr]
 
 
@@ -339,8 +349,9 @@ async def _on_thread(driver: Any, fn: Callable[..., T], *args: Any) -> T:
 
 
 def _began(conn: AsyncConnection) -> None:
-    """Tell SQLAlchemy's connection the driver began a transaction: no I/O, no greenlet
-    (the engine's begin event sees the driver in a transaction and leaves it be)."""
+    """Tell SQLAlchemy's connection the driver begins a transaction: no I/O, no greenlet
+    (SQLite: the engine's begin event sees the driver in a transaction and leaves it be;
+    PostgreSQL: the dialect's `do_begin` does nothing, asyncpg's BEGIN is the adapter's)."""
     conn.sync_connection.begin()  # type: ignore[union-attr]
 
 
@@ -398,7 +409,7 @@ async def asyncpg_connection(conn: AsyncConnection, *, begin: bool = True) -> An
     adapted = _adapted(conn)
     if begin:
         if not conn.in_transaction():
-            await conn.begin()
+            _began(conn)  # no I/O: the adapter BEGINs on asyncpg, just below
         if adapted._transaction is None:
             await adapted._start_transaction()
     return adapted.driver_connection
