@@ -28,6 +28,7 @@ _BARE = re.compile(r"[\x21\x23-\x2b\x2d-\x7e]+")
 _ESCAPE = re.compile(r"\\([\"\\])")
 # RFC 9110 §5.5: a field value has no leading or trailing whitespace (OWS = SP / HTAB).
 _OWS = " \t"
+_VCHARS = re.compile(r"[\x21-\x7e]*")  # RFC 5234 VCHAR
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +43,7 @@ class IdempotencyKey:
 
 
 def _is_vchar(value: str) -> bool:
-    return value.isascii() and all("\x21" <= c <= "\x7e" for c in value)
+    return _VCHARS.fullmatch(value) is not None
 
 
 def parse_idempotency_key(values: Sequence[str]) -> IdempotencyKey | None:
