@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-Processor = Callable[[Any], Any] | None
-
 
 class FastRow(tuple[Any, ...]):
     """A result row: by position, by attribute, and through `_mapping` like SQLAlchemy's `Row`."""
@@ -49,10 +47,9 @@ class FastRow(tuple[Any, ...]):
 
 class _Compiled(NamedTuple):
     sql: str
-    names: tuple[str, ...]
-    defaults: tuple[Any, ...]
-    binds: tuple[Processor, ...]
-    results: tuple[Processor, ...]
+    params: tuple[tuple[str, Any], ...]  # each parameter's name and the value bound in its place
+    binds: tuple[tuple[int, Callable[[Any], Any]], ...]  # (position, processor) where one is
+    results: tuple[tuple[int, Callable[[Any], Any]], ...]  # (column, processor) where one is
     row: type[FastRow]
 
 
@@ -80,14 +77,12 @@ class Statement:
         return compiled
 
     def _args(self, compiled: _Compiled, params: Mapping[str, Any]) -> list[Any]:
-        values = (
-            params.get(name, default)
-            for name, default in zip(compiled.names, compiled.defaults, strict=True)
-        )
-        return [
-            value if process is None or value is None else process(value)
-            for value, process in zip(values, compiled.binds, strict=True)
-        ]
+        get = params.get
+        args = [get(name, default) for name, default in compiled.params]
+        for at, process in compiled.binds:  # most columns have no processor: visit those that do
+            if args[at] is not None:
+                args[at] = process(args[at])
+        return args
 
     async def rows(
         self, conn: AsyncConnection, params: Mapping[str, Any], *, begin: bool = True
@@ -240,15 +235,17 @@ def _executemany(raw: sqlite3.Connection, sql: str, args: list[list[Any]]) -> No
 
 
 def _processed(compiled: _Compiled, raw: Sequence[Sequence[Any]]) -> list[FastRow]:
-    make = compiled.row
-    results = compiled.results
-    return [
-        make(
-            value if process is None or value is None else process(value)
-            for value, process in zip(row, results, strict=True)
-        )
-        for row in raw
-    ]
+    make, results = compiled.row, compiled.results
+    if not results:
+        return [make(row) for row in raw]
+    rows = []
+    for row in raw:
+        values = list(row)
+        for at, process in results:
+            if values[at] is not None:
+                values[at] = process(values[at])
+        rows.append(make(values))
+    return rows
 
 
 def _compile(statement: Executable, dialect: Dialect) -> _Compiled:
@@ -259,11 +256,12 @@ def _compile(statement: Executable, dialect: Dialect) -> _Compiled:
     fields = tuple(c.key for c in columns)
     getters = {name: property(itemgetter(i)) for i, name in enumerate(fields)}
     row = type("FastRow", (FastRow,), {"__slots__": (), "_fields": fields, **getters})
+    bind_processors = [binds[name].type._cached_bind_processor(dialect) for name in names]
+    result_processors = [c.type._cached_result_processor(dialect, None) for c in columns]
     return _Compiled(
         sql=str(compiled),
-        names=names,
-        defaults=tuple(binds[name].value for name in names),
-        binds=tuple(binds[name].type._cached_bind_processor(dialect) for name in names),
-        results=tuple(c.type._cached_result_processor(dialect, None) for c in columns),
+        params=tuple((name, binds[name].value) for name in names),
+        binds=tuple((at, p) for at, p in enumerate(bind_processors) if p is not None),
+        results=tuple((at, p) for at, p in enumerate(result_processors) if p is not None),
         row=row,
     )
