@@ -58,12 +58,14 @@ async def lite(sqlite_url: str) -> AsyncIterator[Database]:
 
 @pytest.fixture
 def handoffs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the functions handed to aiosqlite's threads, in order."""
+    """The names of the functions handed to aiosqlite's threads, in order (the work's, for a
+    hand-off that begins the transaction and runs the unit of work's waiting writes first)."""
     seen: list[str] = []
     real = aiosqlite.core.Connection._execute
 
     async def counted(self: aiosqlite.core.Connection, fn: Any, *args: Any, **kw: Any) -> Any:
-        seen.append(getattr(fn, "__name__", repr(fn)))
+        work = args[4] if getattr(fn, "__name__", "") == "_begun_then" else fn
+        seen.append(getattr(work, "__name__", repr(work)))
         return await real(self, fn, *args, **kw)  # type: ignore[no-untyped-call]
 
     monkeypatch.setattr(aiosqlite.core.Connection, "_execute", counted)
@@ -96,7 +98,7 @@ async def test_begin_goes_with_the_first_statement_and_commit_is_one_handoff(
         assert uow.conn.in_transaction()  # SQLAlchemy's view follows the driver's
         uow.before_commit(hook)
     # Was: BEGIN IMMEDIATE, insert, the hook's insert, COMMIT (through SQLAlchemy).
-    assert handoffs == ["_begun_then", "_begun_then", "_commit_raw"]
+    assert handoffs == ["_rowcount", "_rowcount", "_commit_raw"]
     assert await _named(lite, name) == 2
     assert not await _in_transaction(lite)
 
@@ -225,7 +227,7 @@ async def test_the_last_hooks_plan_and_commit_go_in_one_handoff(
         uow.before_commit(hook)
         uow.after_commit(_appending(committed, -1))
     # Was: BEGIN IMMEDIATE, insert, the hook's insert, its read, COMMIT.
-    assert handoffs == ["_begun_then", "_run_then_end"]
+    assert handoffs == ["_rowcount", "_run_then_end"]
     assert committed == [2, -1]  # the plan saw both writes; after_commit ran after the commit
     assert await _named(lite, name) == 2
     assert not await _in_transaction(lite)
@@ -415,3 +417,80 @@ async def test_run_last_commits_or_rolls_back_alike_on_both_databases(db: Databa
             uow.before_commit(drop)
     assert await _named(db, kept) == 2
     assert await _named(db, dropped) == 0
+
+
+def _added(name: str) -> Plan[int]:
+    """A write nothing reads before the commit: one account named `<name>-…`."""
+    changed = yield count(_ADD, _account(name))
+    return int(changed)
+
+
+async def test_a_waiting_write_goes_with_the_next_statement(
+    lite: Database, handoffs: list[str]
+) -> None:
+    name = uuid.uuid4().hex
+    results: list[int] = []
+    async with lite.unit_of_work() as uow:
+        await uow.later(_added(name), results.append)
+        assert handoffs == []
+        assert results == []
+        assert await _ADD.count(uow.conn, _account(name)) == 1
+        assert results == [1]  # ran first, in the same hand-off
+    assert handoffs == ["_rowcount", "_commit_raw"]
+    assert await _named(lite, name) == 2
+
+
+async def test_a_waiting_write_alone_goes_with_the_commit(
+    lite: Database, handoffs: list[str]
+) -> None:
+    name = uuid.uuid4().hex
+    results: list[int] = []
+    async with lite.unit_of_work() as uow:
+        await uow.later(_added(name), results.append)
+        await uow.later(_added(name), results.append)
+    # BEGIN IMMEDIATE, both writes and COMMIT: one hand-off.
+    assert handoffs == ["_commit_raw"]
+    assert results == [1, 1]
+    assert await _named(lite, name) == 2
+    assert not await _in_transaction(lite)
+
+
+async def test_sqlalchemys_own_statement_sees_a_waiting_write(lite: Database) -> None:
+    name = uuid.uuid4().hex
+    async with lite.unit_of_work() as uow:
+        await uow.later(_added(name), lambda _: None)
+        found = await uow.conn.scalar(select(func.count()).where(accounts.c.name.startswith(name)))
+        assert found == 1
+    assert await _named(lite, name) == 1
+
+
+async def test_a_rollback_drops_a_waiting_write_unrun(lite: Database, handoffs: list[str]) -> None:
+    name = uuid.uuid4().hex
+    results: list[int] = []
+    with pytest.raises(RuntimeError, match="handler failed"):
+        async with lite.unit_of_work() as uow:
+            await uow.later(_added(name), results.append)
+            raise RuntimeError("handler failed")
+    assert results == []
+    assert handoffs == []
+    assert await _named(lite, name) == 0
+    with pytest.raises(sqlite3.IntegrityError):
+        async with lite.unit_of_work() as uow:
+            account = _account(name)
+            await _ADD.count(uow.conn, account)
+            await uow.later(_added(name), results.append)
+            await _ADD.count(uow.conn, account)  # the same id again: the unit of work fails
+    assert await _named(lite, name) == 0  # the waiting write ran, and was rolled back
+    assert not await _in_transaction(lite)
+
+
+async def test_a_waiting_write_runs_at_once_on_postgresql(db: Database) -> None:
+    """`later` saves a hand-off on SQLite; elsewhere the plan runs when it is called."""
+    name = uuid.uuid4().hex
+    results: list[int] = []
+    async with db.unit_of_work() as uow:
+        await uow.later(_added(name), results.append)
+        if db.dialect == "postgresql":
+            assert results == [1]
+    assert results == [1]
+    assert await _named(db, name) == 1

@@ -31,6 +31,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import PoolResetState
+from sqlalchemy.util import await_only
 
 from ustun.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_STATEMENT_TIMEOUT
 from ustun.store.autocommit import AutocommitPool, SqliteReaders
@@ -40,6 +41,7 @@ from ustun.store.uow import (
     UnitOfWork,
     current_hold,
     current_unit_of_work,
+    sqlite_unit,
 )
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -382,6 +384,14 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.close()
+
+    @event.listens_for(engine.sync_engine, "before_cursor_execute")
+    def _run_waiting(conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        # A statement of SQLAlchemy's sees the unit of work's waiting writes (`later`): they
+        # run first (its own BEGIN excepted: they would begin the transaction it begins).
+        uow = sqlite_unit(conn)
+        if uow is not None and uow.waiting and not statement.startswith("BEGIN"):
+            await_only(uow.run_waiting())
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:

@@ -115,6 +115,8 @@ class UnitOfWork:
         self._hook_at: int | None = None
         # Set once `run_last` has ended the transaction: True committed, False rolled back.
         self._ended: bool | None = None
+        # SQLite: writes waiting for the next hand-off to aiosqlite's thread (`later`).
+        self._later: list[Later] = []
 
     def before_commit(self, hook: Hook) -> None:
         """Run `hook` inside the transaction, after the handler, right before COMMIT."""
@@ -131,6 +133,27 @@ class UnitOfWork:
     def after_commit(self, hook: Hook) -> None:
         """Run `hook` once the transaction has committed (never after a rollback)."""
         self._after.append(hook)
+
+    async def later(self, plan: Plan[T], then: Callable[[T], None]) -> None:
+        """Run `plan` (`store.plans`), writes whose result nothing in the transaction reads, and
+        hand its result to `then` once it has run.
+
+        On SQLite the plan waits in the unit of work and runs on aiosqlite's thread in the
+        hand-off of the transaction's next statement, or of its COMMIT (a SQLAlchemy statement
+        runs what waits first): one hand-off fewer per such write, and the write lock held for
+        the work, not for the event loop's turns. A rollback drops it unrun. Elsewhere
+        (PostgreSQL, after `run_last`) it runs now.
+        """
+        if self.conn.dialect.name != "sqlite" or self._ended is not None:
+            from ustun.store.plans import run
+
+            then(await run(plan, self.conn))
+            return
+        self._later.append((plan, then))
+
+    def _take_later(self) -> list[Later]:
+        waiting, self._later = self._later, []
+        return waiting
 
     async def run_last(self, plan: Plan[T], *, commit_if: Callable[[T], bool]) -> T:
         """Run `plan` (`store.plans`) as the transaction's last statements, then end it: the
@@ -156,14 +179,23 @@ class UnitOfWork:
         start = None if conn.in_transaction() else _sqlite_begin(conn)
         self._touched = True
         driver = _adapted(conn).driver_connection
+        waiting = self._take_later()
         try:
-            result, committed = await _on_thread(
-                driver, _run_then_end, driver._conn, start, run_raw, plan, conn.dialect, commit_if
+            (result, committed), done = await _on_thread(
+                driver,
+                _begun_then,
+                driver._conn,
+                start,
+                waiting,
+                conn.dialect,
+                _run_then_end,
+                (run_raw, plan, conn.dialect, commit_if),
             )
         finally:
             if start is not None and driver.in_transaction and not conn.in_transaction():
                 _began(conn)  # the plan failed: the transaction is open, to be rolled back
         self._ended = committed
+        _then(waiting, done)
         if conn.in_transaction():  # end SQLAlchemy's view of it too (no I/O: see `_began`)
             sync = conn.sync_connection
             assert sync is not None
@@ -185,7 +217,7 @@ class UnitOfWork:
         token = _current.set(uow) if ambient else None
         sqlite = conn.dialect.name == "sqlite"
         if sqlite:
-            _sqlite_units[conn] = uow
+            _sqlite_units[conn.sync_connection] = uow
         # The transaction begins at the first statement (SQLite: `BEGIN IMMEDIATE`, in the same
         # hand-off as a driver statement, or from the engine's begin event for SQLAlchemy's);
         # one that executed nothing has nothing to commit.
@@ -208,11 +240,13 @@ class UnitOfWork:
                     raise
                 if uow._ended is not None:
                     await uow._after_run_last()
+                elif sqlite and (uow._later or conn.in_transaction()):
+                    await uow._commit_sqlite()
                 elif conn.in_transaction():
-                    await (_commit_sqlite(conn) if sqlite else _commit_asyncpg(conn))
+                    await _commit_asyncpg(conn)
         finally:
             if sqlite:
-                del _sqlite_units[conn]
+                del _sqlite_units[conn.sync_connection]
             if token is not None:
                 _current.reset(token)
         for hook in uow._after:
@@ -220,6 +254,42 @@ class UnitOfWork:
                 await hook()
             except Exception:
                 log.exception("after-commit hook failed; the transaction itself committed")
+
+    async def _commit_sqlite(self) -> None:
+        """The writes waiting (`later`) and COMMIT in one hand-off on the driver (SQLAlchemy's
+        `commit()` adds a greenlet), then end SQLAlchemy's transaction: the engine's
+        `do_commit` does nothing once the driver's is over."""
+        conn = self.conn
+        driver = _adapted(conn).driver_connection
+        waiting = self._take_later()
+        if waiting or driver.in_transaction:
+            start = None if driver.in_transaction else _sqlite_begin(conn)
+            self._touched = True
+            _, done = await _on_thread(
+                driver, _begun_then, driver._conn, start, waiting, conn.dialect, _commit_raw, ()
+            )
+            _then(waiting, done)
+        if conn.in_transaction():
+            conn.sync_connection.commit()  # type: ignore[union-attr]
+
+    @property
+    def waiting(self) -> bool:
+        """Whether writes wait to run (`later`)."""
+        return bool(self._later)
+
+    async def run_waiting(self) -> None:
+        """Run the writes waiting (`later`) now, in one hand-off: before a SQLAlchemy
+        statement, which must see them (`engine._configure_sqlite`)."""
+        waiting = self._take_later()
+        if waiting:
+            conn = self.conn
+            driver = _adapted(conn).driver_connection
+            start = None if driver.in_transaction else _sqlite_begin(conn)
+            self._touched = True
+            _, done = await _on_thread(
+                driver, _begun_then, driver._conn, start, waiting, conn.dialect, _nothing, ()
+            )
+            _then(waiting, done)
 
     async def _after_run_last(self) -> None:
         """The unit of work's end once `run_last` ended its transaction: refuse a transaction
@@ -233,6 +303,7 @@ class UnitOfWork:
     async def _abandon_sqlite(self) -> None:
         """Roll back after a failure: the driver's transaction, then SQLAlchemy's (no I/O)."""
         conn = self.conn
+        self._later.clear()  # never run: nothing of them was written
         if not (self._touched or conn.in_transaction()):
             return  # a read-only unit of work that executed nothing
         if self._ended is not None and not conn.in_transaction():
@@ -246,15 +317,6 @@ class UnitOfWork:
             return
         if conn.in_transaction():
             conn.sync_connection.rollback()  # type: ignore[union-attr]
-
-
-async def _commit_sqlite(conn: AsyncConnection) -> None:
-    """COMMIT in one hand-off on the driver (SQLAlchemy's `commit()` adds a greenlet), then end
-    SQLAlchemy's transaction: the engine's `do_commit` does nothing once the driver's is over.
-    """
-    if _adapted(conn).driver_connection.in_transaction:
-        await _on_sqlite_thread(conn, _commit_raw)
-    conn.sync_connection.commit()  # type: ignore[union-attr]
 
 
 async def _commit_asyncpg(conn: AsyncConnection) -> None:
@@ -304,8 +366,14 @@ async def sqlite_connection(conn: AsyncConnection, *, begin: bool = True) -> Any
     return driver
 
 
-# The units of work open on SQLite, by their connection (`sqlite_call` marks them touched).
-_sqlite_units: dict[AsyncConnection, UnitOfWork] = {}
+# The units of work open on SQLite, by their SQLAlchemy (sync) connection: `sqlite_call` marks
+# them touched and runs their waiting writes, as the engine does before its own statements.
+_sqlite_units: dict[Any, UnitOfWork] = {}
+
+
+def sqlite_unit(sync_connection: Any) -> UnitOfWork | None:
+    """The unit of work open on a SQLite connection (SQLAlchemy's sync one), if any."""
+    return _sqlite_units.get(sync_connection)
 
 
 async def sqlite_call(
@@ -315,21 +383,27 @@ async def sqlite_call(
 
     With `begin`, a transaction is started in that same hand-off if none is open (`BEGIN
     IMMEDIATE` on a connection with `WRITE_OPTION`), and SQLAlchemy's connection is told, so
-    it commits or rolls back as usual and its own statements later join the transaction.
+    it commits or rolls back as usual and its own statements later join the transaction. The
+    unit of work's waiting writes (`later`) run first, in the same hand-off.
     """
+    uow = _sqlite_units.get(conn.sync_connection)
+    waiting = uow._take_later() if uow is not None else []
     start = None
-    if begin and not conn.in_transaction():
+    if (begin or waiting) and not conn.in_transaction():
         start = _sqlite_begin(conn)
-        uow = _sqlite_units.get(conn)
         if uow is not None:
             uow._touched = True
     driver = _adapted(conn).driver_connection
     try:
-        return await _on_thread(driver, _begun_then, driver._conn, start, work, args)
+        found: tuple[T, list[Any]] = await _on_thread(
+            driver, _begun_then, driver._conn, start, waiting, conn.dialect, work, args
+        )
     finally:
         # Even if the work failed: the transaction is open, and must be rolled back.
         if start is not None and driver.in_transaction and not conn.in_transaction():
             _began(conn)
+    _then(waiting, found[1])
+    return found[0]
 
 
 async def _on_sqlite_thread(conn: AsyncConnection, fn: Callable[..., T], *args: Any) -> T:
@@ -355,28 +429,47 @@ def _began(conn: AsyncConnection) -> None:
     conn.sync_connection.begin()  # type: ignore[union-attr]
 
 
+# A write waiting in a unit of work (`UnitOfWork.later`): its plan, and what takes its result.
+Later = tuple["Plan[Any]", Callable[[Any], None]]
+
+
 def _begun_then(
-    raw: sqlite3.Connection, start: str | None, work: Callable[..., T], args: tuple[Any, ...]
-) -> T:
-    """On aiosqlite's thread: `start` the transaction unless one is open, then the work."""
+    raw: sqlite3.Connection,
+    start: str | None,
+    waiting: list[Later],
+    dialect: Dialect,
+    work: Callable[..., T],
+    args: tuple[Any, ...],
+) -> tuple[T, list[Any]]:
+    """On aiosqlite's thread: `start` the transaction unless one is open, run the writes
+    waiting, then the work; its result and theirs."""
     if start is not None and not raw.in_transaction:
         raw.execute(start)
-    return work(raw, *args)
+    if waiting:
+        from ustun.store.statements import run_raw
+
+        done = [run_raw(plan, raw, dialect) for plan, _ in waiting]
+    else:
+        done = []
+    return work(raw, *args), done
+
+
+def _then(waiting: list[Later], done: list[Any]) -> None:
+    """Hand each waiting write's result to its taker, back on the event loop."""
+    for (_, then), result in zip(waiting, done, strict=True):
+        then(result)
 
 
 def _run_then_end(
     raw: sqlite3.Connection,
-    start: str | None,
     drive: Callable[[Plan[T], sqlite3.Connection, Dialect], T],
     plan: Plan[T],
     dialect: Dialect,
     commit_if: Callable[[T], bool],
 ) -> tuple[T, bool]:
-    """On aiosqlite's thread: `start` the transaction unless one is open, run the plan, then
+    """On aiosqlite's thread, in the transaction `_begun_then` began: run the plan, then
     COMMIT if `commit_if` its result, else ROLLBACK. Returns the result and whether it
     committed. A failure leaves the transaction open, for the unit of work to roll back."""
-    if start is not None and not raw.in_transaction:
-        raw.execute(start)
     result = drive(plan, raw, dialect)
     if commit_if(result):
         raw.commit()
@@ -387,6 +480,10 @@ def _run_then_end(
 
 def _commit_raw(raw: sqlite3.Connection) -> None:
     raw.commit()
+
+
+def _nothing(raw: sqlite3.Connection) -> None:
+    return None
 
 
 def _rollback_raw(raw: sqlite3.Connection) -> None:

@@ -125,12 +125,17 @@ class WebhookStore(ReceivingStore, Protocol):
     # The outbox.
 
     async def emit(
-        self, uow: UnitOfWork, event: Mapping[str, Any], endpoint_id: str | None
-    ) -> list[str]:
+        self,
+        uow: UnitOfWork,
+        event: Mapping[str, Any],
+        endpoint_id: str | None,
+        then: Callable[[list[str]], None],
+    ) -> None:
         """Insert the event row (`adapters.plans.emit`) and a pending delivery of it to each
         endpoint that gets it: the account's enabled endpoints whose filter selects its type, or
         only `endpoint_id` when given (and enabled); wake other processes' dispatchers once
-        `uow` commits. The deliveries' ids."""
+        `uow` commits. `then` takes the deliveries' ids once written (`UnitOfWork.later`: on
+        SQLite with the transaction's next statement or its COMMIT)."""
         ...
 
     async def notify(self, uow: UnitOfWork) -> None:

@@ -54,10 +54,15 @@ class SqlStore:
     _notifies: bool
 
     async def emit(
-        self, uow: UnitOfWork, event: Mapping[str, Any], endpoint_id: str | None
-    ) -> list[str]:
-        """The event row and its deliveries, through the plan any connection runs."""
-        return await run(plans.emit(event, endpoint_id, notify=self._notifies), uow.conn)
+        self,
+        uow: UnitOfWork,
+        event: Mapping[str, Any],
+        endpoint_id: str | None,
+        then: Callable[[list[str]], None],
+    ) -> None:
+        """The event row and its deliveries, through the plan any connection runs: a write
+        nothing reads before the commit (`UnitOfWork.later`)."""
+        await uow.later(plans.emit(event, endpoint_id, notify=self._notifies), then)
 
     async def endpoint_rows(
         self, conn: AsyncConnection, endpoint_ids: Collection[str]

@@ -9,6 +9,7 @@ in-process doorbell.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ustun import clock, ids, tracing
@@ -55,9 +56,18 @@ async def emit(
         event = new_event(account_id, event_type, data, object_url=object_url)
         if span is not None:
             span.set_attribute(EVENT_ID, event["id"])
-        if await for_connection(uow.conn).emit(uow, event, endpoint_id):
-            uow.after_commit(_ring)
+        await for_connection(uow.conn).emit(uow, event, endpoint_id, _ring_if_sent(uow))
     return str(event["id"])
+
+
+def _ring_if_sent(uow: UnitOfWork) -> Callable[[list[str]], None]:
+    """Ring the in-process doorbell after `uow` commits, if the event got deliveries."""
+
+    def then(deliveries: list[str]) -> None:
+        if deliveries:
+            uow.after_commit(_ring)
+
+    return then
 
 
 def _check(event_type: str, data: dict[str, Any]) -> None:
