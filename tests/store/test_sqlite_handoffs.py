@@ -64,7 +64,7 @@ def handoffs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     real = aiosqlite.core.Connection._execute
 
     async def counted(self: aiosqlite.core.Connection, fn: Any, *args: Any, **kw: Any) -> Any:
-        work = args[4] if getattr(fn, "__name__", "") == "_begun_then" else fn
+        work = args[3] if getattr(fn, "__name__", "") == "_begun_then" else fn
         seen.append(getattr(work, "__name__", repr(work)))
         return await real(self, fn, *args, **kw)  # type: ignore[no-untyped-call]
 

@@ -198,24 +198,6 @@ class Statement:
             await (await asyncpg_connection(conn)).executemany(compiled.sql, args)
 
 
-def run_raw(plan: Plan[T], raw: sqlite3.Connection, dialect: Dialect) -> T:
-    """Run `plan` on a `sqlite3.Connection`, on its thread, in the transaction it has open
-    (`UnitOfWork.run_last` on aiosqlite's thread). A Core statement the plan yields is
-    compiled for the call, as `plans.run_sync` does."""
-    result: Any = None
-    try:
-        while True:
-            query = plan.send(result)
-            statement = query.statement
-            if not isinstance(statement, Statement):
-                statement = Statement(statement)
-            compiled = statement._for(dialect)
-            cursor = raw.execute(compiled.sql, statement._args(compiled, query.params))
-            result = _processed(compiled, cursor.fetchall()) if query.rows else cursor.rowcount
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-
-
 def _always(_: object) -> bool:
     return True
 

@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import tracing
@@ -169,7 +168,6 @@ class UnitOfWork:
         host framework's threads too): running one on aiosqlite's thread changes nothing.
         """
         from ustun.store.plans import run
-        from ustun.store.statements import run_raw
 
         at = self._hook_at
         conn = self.conn
@@ -182,14 +180,7 @@ class UnitOfWork:
         waiting = self._take_later()
         try:
             (result, committed), done = await _on_thread(
-                driver,
-                _begun_then,
-                driver._conn,
-                start,
-                waiting,
-                conn.dialect,
-                _run_then_end,
-                (run_raw, plan, conn.dialect, commit_if),
+                driver, _begun_then, driver._conn, start, waiting, _run_then_end, (plan, commit_if)
             )
         finally:
             if start is not None and driver.in_transaction and not conn.in_transaction():
@@ -266,7 +257,7 @@ class UnitOfWork:
             start = None if driver.in_transaction else _sqlite_begin(conn)
             self._touched = True
             _, done = await _on_thread(
-                driver, _begun_then, driver._conn, start, waiting, conn.dialect, _commit_raw, ()
+                driver, _begun_then, driver._conn, start, waiting, _commit_raw, ()
             )
             _then(waiting, done)
         if conn.in_transaction():
@@ -287,7 +278,7 @@ class UnitOfWork:
             start = None if driver.in_transaction else _sqlite_begin(conn)
             self._touched = True
             _, done = await _on_thread(
-                driver, _begun_then, driver._conn, start, waiting, conn.dialect, _nothing, ()
+                driver, _begun_then, driver._conn, start, waiting, _nothing, ()
             )
             _then(waiting, done)
 
@@ -396,7 +387,7 @@ async def sqlite_call(
     driver = _adapted(conn).driver_connection
     try:
         found: tuple[T, list[Any]] = await _on_thread(
-            driver, _begun_then, driver._conn, start, waiting, conn.dialect, work, args
+            driver, _begun_then, driver._conn, start, waiting, work, args
         )
     finally:
         # Even if the work failed: the transaction is open, and must be rolled back.
@@ -437,7 +428,6 @@ def _begun_then(
     raw: sqlite3.Connection,
     start: str | None,
     waiting: list[Later],
-    dialect: Dialect,
     work: Callable[..., T],
     args: tuple[Any, ...],
 ) -> tuple[T, list[Any]]:
@@ -445,13 +435,17 @@ def _begun_then(
     waiting, then the work; its result and theirs."""
     if start is not None and not raw.in_transaction:
         raw.execute(start)
-    if waiting:
-        from ustun.store.statements import run_raw
-
-        done = [run_raw(plan, raw, dialect) for plan, _ in waiting]
-    else:
-        done = []
+    done = [_run_plan(plan, raw) for plan, _ in waiting]
     return work(raw, *args), done
+
+
+def _run_plan(plan: Plan[T], raw: sqlite3.Connection) -> T:
+    """Run a plan on aiosqlite's thread, on its `sqlite3.Connection`, in the transaction it
+    has open: plans are pure (`plans.run_sync` runs them on a host framework's threads too)."""
+    from ustun.store.dbapi import DbapiConnection
+    from ustun.store.plans import run_sync
+
+    return run_sync(plan, DbapiConnection(raw, "sqlite"))
 
 
 def _then(waiting: list[Later], done: list[Any]) -> None:
@@ -461,16 +455,12 @@ def _then(waiting: list[Later], done: list[Any]) -> None:
 
 
 def _run_then_end(
-    raw: sqlite3.Connection,
-    drive: Callable[[Plan[T], sqlite3.Connection, Dialect], T],
-    plan: Plan[T],
-    dialect: Dialect,
-    commit_if: Callable[[T], bool],
+    raw: sqlite3.Connection, plan: Plan[T], commit_if: Callable[[T], bool]
 ) -> tuple[T, bool]:
     """On aiosqlite's thread, in the transaction `_begun_then` began: run the plan, then
     COMMIT if `commit_if` its result, else ROLLBACK. Returns the result and whether it
     committed. A failure leaves the transaction open, for the unit of work to roll back."""
-    result = drive(plan, raw, dialect)
+    result = _run_plan(plan, raw)
     if commit_if(result):
         raw.commit()
         return result, True
