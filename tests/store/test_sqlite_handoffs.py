@@ -494,3 +494,23 @@ async def test_a_waiting_write_runs_at_once_on_postgresql(db: Database) -> None:
             assert results == [1]
     assert results == [1]
     assert await _named(db, name) == 1
+
+
+async def test_a_waiting_write_that_fails_at_the_commit_rolls_everything_back(
+    lite: Database,
+) -> None:
+    name = uuid.uuid4().hex
+    account = _account(name)
+    results: list[int] = []
+
+    def again() -> Plan[int]:
+        changed = yield count(_ADD, account)  # the same id as the handler's insert
+        return int(changed)
+
+    with pytest.raises(sqlite3.IntegrityError):
+        async with lite.unit_of_work() as uow:
+            await _ADD.count(uow.conn, account)
+            await uow.later(again(), results.append)
+    assert results == []
+    assert await _named(lite, name) == 0
+    assert not await _in_transaction(lite)

@@ -174,19 +174,9 @@ class UnitOfWork:
         last = at is not None and at == len(self._before) - 1 and not self._last
         if not last or self._ended is not None or conn.dialect.name != "sqlite":
             return await run(plan, conn)
-        start = None if conn.in_transaction() else _sqlite_begin(conn)
         self._touched = True
-        driver = _adapted(conn).driver_connection
-        waiting = self._take_later()
-        try:
-            (result, committed), done = await _on_thread(
-                driver, _begun_then, driver._conn, start, waiting, _run_then_end, (plan, commit_if)
-            )
-        finally:
-            if start is not None and driver.in_transaction and not conn.in_transaction():
-                _began(conn)  # the plan failed: the transaction is open, to be rolled back
+        result, committed = await sqlite_call(conn, _run_then_end, plan, commit_if)
         self._ended = committed
-        _then(waiting, done)
         if conn.in_transaction():  # end SQLAlchemy's view of it too (no I/O: see `_began`)
             sync = conn.sync_connection
             assert sync is not None
@@ -251,15 +241,12 @@ class UnitOfWork:
         `commit()` adds a greenlet), then end SQLAlchemy's transaction: the engine's
         `do_commit` does nothing once the driver's is over."""
         conn = self.conn
-        driver = _adapted(conn).driver_connection
-        waiting = self._take_later()
-        if waiting or driver.in_transaction:
-            start = None if driver.in_transaction else _sqlite_begin(conn)
-            self._touched = True
-            _, done = await _on_thread(
-                driver, _begun_then, driver._conn, start, waiting, _commit_raw, ()
-            )
-            _then(waiting, done)
+        if self._later or _adapted(conn).driver_connection.in_transaction:
+            try:
+                await sqlite_call(conn, _commit_raw, begin=False)
+            except BaseException:
+                await self._abandon_sqlite()  # a waiting write failed: none of it stays
+                raise
         if conn.in_transaction():
             conn.sync_connection.commit()  # type: ignore[union-attr]
 
@@ -271,16 +258,8 @@ class UnitOfWork:
     async def run_waiting(self) -> None:
         """Run the writes waiting (`later`) now, in one hand-off: before a SQLAlchemy
         statement, which must see them (`engine._configure_sqlite`)."""
-        waiting = self._take_later()
-        if waiting:
-            conn = self.conn
-            driver = _adapted(conn).driver_connection
-            start = None if driver.in_transaction else _sqlite_begin(conn)
-            self._touched = True
-            _, done = await _on_thread(
-                driver, _begun_then, driver._conn, start, waiting, _nothing, ()
-            )
-            _then(waiting, done)
+        if self._later:
+            await sqlite_call(self.conn, _nothing, begin=False)
 
     async def _after_run_last(self) -> None:
         """The unit of work's end once `run_last` ended its transaction: refuse a transaction
@@ -375,7 +354,8 @@ async def sqlite_call(
     With `begin`, a transaction is started in that same hand-off if none is open (`BEGIN
     IMMEDIATE` on a connection with `WRITE_OPTION`), and SQLAlchemy's connection is told, so
     it commits or rolls back as usual and its own statements later join the transaction. The
-    unit of work's waiting writes (`later`) run first, in the same hand-off.
+    unit of work's waiting writes (`later`) run first, in the same hand-off (beginning the
+    transaction, whatever `begin` says).
     """
     uow = _sqlite_units.get(conn.sync_connection)
     waiting = uow._take_later() if uow is not None else []
