@@ -321,21 +321,6 @@ def _begun(conn: AsyncConnection) -> bool:
     return conn.dialect.driver != "asyncpg" or _adapted(conn)._transaction is not None
 
 
-async def sqlite_connection(conn: AsyncConnection, *, begin: bool = True) -> Any:
-    """The aiosqlite connection under `conn`: one thread hand-off per statement run on it.
-
-    With `begin`, the transaction is started first if no statement started it (`BEGIN
-    IMMEDIATE` on a connection with `WRITE_OPTION`, as the engine's begin event does).
-    `sqlite_call` saves that hand-off: the BEGIN goes with the statement.
-    """
-    driver = _adapted(conn).driver_connection
-    if begin and not conn.in_transaction():
-        if not driver.in_transaction:
-            await driver.execute(_sqlite_begin(conn))
-        _began(conn)
-    return driver
-
-
 # The units of work open on SQLite, by their SQLAlchemy (sync) connection: `sqlite_call` marks
 # them touched and runs their waiting writes, as the engine does before its own statements.
 _sqlite_units: dict[Any, UnitOfWork] = {}
