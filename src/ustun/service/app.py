@@ -28,7 +28,6 @@ from ustun.service.operations import (
 from ustun.service.plumbing import problems
 from ustun.service.plumbing.admission import Authenticator, KeyCache, RequestRate
 from ustun.service.plumbing.auth_failures import FailureLimiter
-from ustun.service.plumbing.bodies import JsonBodies
 from ustun.service.plumbing.in_flight import AccountSlots
 from ustun.service.plumbing.metrics import Metrics
 from ustun.service.plumbing.pipeline import Plumbing
@@ -158,7 +157,6 @@ def create_app(
         metrics=observed,
         openapi=app.openapi,
         routes=app.routes,
-        bodies=JsonBodies(app.routes),
         refused=observed.refused,
         max_body=settings.max_body,
         rate=(

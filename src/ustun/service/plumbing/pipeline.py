@@ -96,7 +96,6 @@ class Plumbing:
         metrics: Metrics,
         openapi: Callable[[], Mapping[str, Any]],
         routes: Sequence[BaseRoute],
-        bodies: JsonBodies,
         refused: Callable[[Outage], None],
         max_body: int,
         rate: RequestRate | None = None,
@@ -109,7 +108,7 @@ class Plumbing:
         self.metrics = metrics
         self.route_template = RouteTemplates(openapi)
         self.methods = RouteMethods(routes)
-        self.bodies = bodies
+        self.bodies = JsonBodies(routes)
         self.refused = refused
         self.max_body = max_body
         self.rate = rate
