@@ -5,15 +5,12 @@ rewrote both from a read taken before the other committed, and one change was lo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
-from ustun.service import create_app
 from ustun.service.plumbing.accounts import account_for_key
-from ustun.settings import Settings
 from ustun.store import Database
 from ustun.webhooks import endpoints, operations
 from ustun.webhooks.brokers.destinations import redact
@@ -25,13 +22,6 @@ KINDS = {
     "rabbitmq": ("amqps://relay:pw-{round}@{host}:5671/vh", "events.v{round}"),
     "nats": ("tls://relay:pw-{round}@{host}:4222", "ustun.events.v{round}"),
 }
-
-
-@pytest.fixture
-async def app(settings: Settings, db: Database) -> AsyncIterator[FastAPI]:
-    application = create_app(settings, db=db)
-    async with application.router.lifespan_context(application):
-        yield application
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

@@ -11,17 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ustun import instrumentation
-from ustun.service import create_app
 from ustun.service.plumbing.metrics import QueueStat
-from ustun.settings import Settings
-from ustun.store import Database
-
-
-@pytest.fixture
-async def app(settings: Settings, db: Database) -> AsyncIterator[FastAPI]:
-    application = create_app(settings, db=db)
-    async with application.router.lifespan_context(application):
-        yield application
 
 
 @pytest.fixture

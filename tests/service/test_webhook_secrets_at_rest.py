@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,6 @@ from tls_support import client_pems
 from ustun import clock
 from ustun.http.signature import SigningKey
 from ustun.keys import secret_box
-from ustun.service import create_app
 from ustun.service.runtime import secret_keys
 from ustun.settings import Settings, reveal
 from ustun.store import Database
@@ -39,13 +37,6 @@ ED25519 = {"url": HOOK, "signature": "ed25519"}
 def database_url(own_database_url: str) -> str:
     """A database of this test's own, so that the whole of it can be searched."""
     return own_database_url
-
-
-@pytest.fixture
-async def app(settings: Settings, db: Database) -> AsyncIterator[FastAPI]:
-    application = create_app(settings, db=db)
-    async with application.router.lifespan_context(application):
-        yield application
 
 
 async def everything_stored(database_url: str) -> bytes:
