@@ -38,7 +38,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # Sans-I/O protocol: entity tags, preconditions, keys, problem details, signatures.
     ("ustun.http",),
     # One of each, shared by all: the clock, ids, logs, instrumentation hooks, tracing, problem
-    # handlers, the worker's periodic loop.
+    # handlers, the worker's periodic loop, the route a request hits.
     (
         "ustun.clock",
         "ustun.ids",
@@ -47,6 +47,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "ustun.tracing",
         "ustun.problems",
         "ustun.loops",
+        "ustun.route_table",
     ),
     ("ustun.store",),
     PILLARS,
