@@ -28,6 +28,7 @@ from ustun.service.operations import (
 from ustun.service.plumbing import problems
 from ustun.service.plumbing.admission import Authenticator, KeyCache, RequestRate
 from ustun.service.plumbing.auth_failures import FailureLimiter
+from ustun.service.plumbing.hot import HotRoutes
 from ustun.service.plumbing.in_flight import AccountSlots
 from ustun.service.plumbing.metrics import Metrics
 from ustun.service.plumbing.pipeline import Plumbing
@@ -128,6 +129,8 @@ def create_app(
     app.include_router(api_keys.router)
     app.include_router(portal_sessions.router)
     consumer_portal.install(app)
+    # The router's entry, inside FastAPI's exception handling: hot routes skip its routing pass.
+    app.router.middleware_stack = HotRoutes(app.router.middleware_stack, app.router)
     # Inside the plumbing (added after it): keys are scoped by the authenticated account.
     app.add_middleware(
         IdempotencyMiddleware,

@@ -29,6 +29,7 @@ from ustun.service.plumbing.conditional import (
     representation,
 )
 from ustun.service.plumbing.deps import DB, CurrentAccount, Cursor, Limit, account_of, database_of
+from ustun.service.plumbing.hot import hot
 from ustun.service.plumbing.pagination import page
 from ustun.service.plumbing.text import Text
 from ustun.service.resources.money import Amount, Currency
@@ -99,9 +100,10 @@ class PaymentCreate(BaseModel):
     description: Text | None = Field(default=None, max_length=1000)
 
 
-# A hot route: its body, account and database come from the request, not from dependencies
-# (each costs a solve per request). Its body is documented by `specs.openapi.ROUTE_NOTES`.
+# A hot route (`plumbing.hot`): its body, account and database come from the request, not from
+# dependencies. Its body is documented by `specs.openapi.ROUTE_NOTES`.
 @router.post("", status_code=201, openapi_extra=idempotency("required"), response_model=None)
+@hot
 async def create_payment(request: Request) -> Response:
     """Create a pending payment; retries with the same Idempotency-Key replay this answer."""
     body = await read_json(request, PaymentCreate)
@@ -141,9 +143,10 @@ def _payment_key(account: Account, payment_id: str) -> list[ColumnElement[bool]]
 
 @router.head("/{payment_id}", response_model=None, operation_id="head_payment")
 @router.get("/{payment_id}", response_model=None)
+@hot
 async def get_payment(payment_id: str, request: Request) -> Response:
-    """One payment with its ETag; 304 when If-None-Match matches. A hot route: the account,
-    database and preconditions come from the request, not from dependencies."""
+    """One payment with its ETag; 304 when If-None-Match matches. A hot route (`plumbing.hot`):
+    the account, database and preconditions come from the request, not from dependencies."""
     params = {"account_id": account_of(request).id, "id": payment_id}
     rows = await _GET.read(database_of(request), params)
     if not rows:
