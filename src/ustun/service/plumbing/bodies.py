@@ -94,14 +94,14 @@ class JsonBodies:
             ]
             self._methods = frozenset().union(*(methods for _, methods in self._table))
         method = scope["method"]
-        if method not in self._methods:
+        if method not in self._methods or not any(
+            method in methods and regex.match(path) for regex, methods in self._table
+        ):
             return None
         request = Request(scope)
         if not _sent_content(request) or _takes(_media_type(request), None):
             return None
-        if any(method in methods and regex.match(path) for regex, methods in self._table):
-            return _refuse_media_type(request, (JSON,))
-        return None
+        return _refuse_media_type(request, (JSON,))
 
 
 def _reads_json(route: BaseRoute) -> bool:
