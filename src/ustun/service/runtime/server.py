@@ -66,7 +66,7 @@ class LimitedProtocol(HttpToolsProtocol):
     limits: ServerLimits
     # Slots: uvicorn's own 28 attributes nearly fill the keys an instance dict may share (30 in
     # CPython 3.11); five more in the dict made every request some 0.6 µs slower.
-    __slots__ = ("_head_bytes", "_head_refused", "_in_body", "_in_head", "_timer")
+    __slots__ = ("_body_paused", "_head_bytes", "_head_refused", "_in_body", "_in_head", "_timer")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -74,6 +74,7 @@ class LimitedProtocol(HttpToolsProtocol):
         self._in_body = False
         self._head_bytes = 0  # bytes read since the current head began (whole reads)
         self._head_refused = False
+        self._body_paused = False  # the app held the body back since its timer was armed
         self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -101,6 +102,7 @@ class LimitedProtocol(HttpToolsProtocol):
             self._head_refused = True
             raise _HeadTooLarge
         self._in_head, self._in_body, self._head_bytes = False, True, 0
+        self._body_paused = False
         if self._timer is not None:
             self._disarm()
         super().on_headers_complete()
@@ -163,6 +165,12 @@ class LimitedProtocol(HttpToolsProtocol):
     def _body_timed_out(self) -> None:
         self._timer = None
         if self.flow.read_paused:  # the app has not taken what it was sent: not the client's wait
+            self._body_paused = True
+            self._arm(self.limits.body_timeout, self._body_timed_out)
+        elif self._body_paused:
+            # The app took it during this period, maybe a moment ago, and the rest may not have
+            # been read yet (a busy loop): the client gets a whole period from now.
+            self._body_paused = False
             self._arm(self.limits.body_timeout, self._body_timed_out)
         else:
             self.transport.close()
