@@ -10,6 +10,8 @@ For each backend (PostgreSQL, SQLite) it starts, on fresh databases, one uvicorn
 - typical: what most teams ship, FastAPI + SQLAlchemy's async ORM behind an idempotency
   middleware on Redis that is not transactional (`idempotency_header_middleware`);
 - ustun: `ustun serve --no-worker` (JSON logs, metrics and every middleware on, as shipped);
+- with `--base SRC`, ustun-base: the same from an earlier tree (`PYTHONPATH=SRC`), so a change's
+  before and after are loaded in the same rounds;
 
 and loads each with `wrk -t1 -c32`:
 
@@ -21,6 +23,7 @@ hits all alike; it prints medians, the ratios of ustun to each of the others, an
 request of the server process and of the PostgreSQL backends of its database.
 
     .venv/bin/python benchmarks/request_path.py [--rounds 5] [--seconds 5] [--backend both]
+        [--base /tmp/base/src]
 
 Needs wrk, PostgreSQL (`USTUN_BENCH_PG`) and Redis (`BENCH_REDIS_URL`, default
 redis://127.0.0.1:6379/0; the typical app's keys, under a prefix of the run's, are deleted at
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import platform
 import re
@@ -65,6 +69,7 @@ WORKLOADS = ("POST", "GET")
 # The servers of each backend, in the order they are loaded in a round; ustun is compared to each.
 SERVERS = ("hand-written", "six-statement", "typical", "ustun")
 PEERS = {"hand-written": "hand", "six-statement": "six", "typical": "typical"}  # short names
+BASE = "ustun-base"  # with `--base`: an earlier tree's ustun, loaded in the same rounds
 
 
 @dataclass
@@ -169,13 +174,14 @@ def _hand_database(
 
 
 def _ustun_database(
-    backend: str, name: str, tmp: Path, cleanup: ExitStack
+    backend: str, name: str, tmp: Path, cleanup: ExitStack, extra: dict[str, str] | None = None
 ) -> tuple[dict[str, str], str]:
     """A fresh database migrated by `ustun migrate`, with a key from `keys create`: the env of
-    `ustun serve` on it and the key."""
+    `ustun serve` on it (plus `extra`) and the key."""
     # One account sends every request: its token bucket is checked on each (that cost counts),
     # at a rate and burst it never reaches.
     env = {"USTUN_SECRET_KEY": SECRET_KEY, "USTUN_RATE_LIMIT": "1e6", "USTUN_RATE_BURST": "1000000"}
+    env.update(extra or {})
     if backend == "postgresql":
         env["PG_DATABASE"] = _fresh_database(cleanup)
         env["USTUN_DATABASE_URL"] = f"{PG}/{env['PG_DATABASE']}"
@@ -226,10 +232,13 @@ def _forget_redis(prefix: str) -> None:
             redis.delete(found)
 
 
-def ustun(backend: str, tmp: Path, cleanup: ExitStack) -> Server:
-    """`ustun serve --no-worker` on a fresh database, migrated, with a key from `keys create`."""
-    env, key = _ustun_database(backend, "ustun", tmp, cleanup)
-    return _start("ustun", backend, [USTUN, "serve", "--no-worker"], env, key, tmp, cleanup)
+def ustun(backend: str, tmp: Path, cleanup: ExitStack, *, source: str | None = None) -> Server:
+    """`ustun serve --no-worker` on a fresh database, migrated, with a key from `keys create`;
+    with `source`, the ustun of another tree (`PYTHONPATH=source`) as `ustun-base`."""
+    name = "ustun" if source is None else BASE
+    extra = None if source is None else {"PYTHONPATH": source}
+    env, key = _ustun_database(backend, name, tmp, cleanup, extra)
+    return _start(name, backend, [USTUN, "serve", "--no-worker"], env, key, tmp, cleanup)
 
 
 STARTERS = {
@@ -329,30 +338,35 @@ def _median(samples: list[Sample]) -> Sample:
     )
 
 
-def report(groups: list[dict[str, Server]], args: argparse.Namespace) -> None:
+def report(
+    groups: list[dict[str, Server]],
+    args: argparse.Namespace,
+    servers: list[str],
+    peers: dict[str, str],
+) -> None:
     print(
         f"\nwrk -t1 -c{args.connections}, {args.rounds} interleaved rounds of {args.seconds:g} s,"
         f" medians; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())};"
         f" {platform.python_implementation()} {platform.python_version()};"
         f" {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f})\n"
     )
-    names = " / ".join(PEERS.get(name, name) for name in SERVERS)
-    rates = " | ".join(f"{name} req/s" for name in SERVERS)
-    ratios = " | ".join(f"**ustun / {short}**" for short in PEERS.values())
+    names = " / ".join(peers.get(name, name) for name in servers)
+    rates = " | ".join(f"{name} req/s" for name in servers)
+    ratios = " | ".join(f"**ustun / {short}**" for short in peers.values())
     print(
         f"| request | backend | {rates} | {ratios} "
         f"| server CPU µs/req {names} | PostgreSQL CPU µs/req {names} |"
     )
-    print("|---|---|" + "---:|" * (len(SERVERS) + len(PEERS) + 2))
+    print("|---|---|" + "---:|" * (len(servers) + len(peers) + 2))
     for workload in WORKLOADS:
         for group in groups:
             medians = {name: _median(server.samples[workload]) for name, server in group.items()}
             ours = medians["ustun"]
             backend = group["ustun"].backend
-            cells = [f"{medians[name].rate:,.0f}" for name in SERVERS]
-            cells += [f"**{ours.rate / medians[name].rate:.2f}**" for name in PEERS]
-            cells.append(" / ".join(f"{medians[name].server_us:.0f}" for name in SERVERS))
-            postgresql = " / ".join(f"{medians[name].postgresql_us:.0f}" for name in SERVERS)
+            cells = [f"{medians[name].rate:,.0f}" for name in servers]
+            cells += [f"**{ours.rate / medians[name].rate:.2f}**" for name in peers]
+            cells.append(" / ".join(f"{medians[name].server_us:.0f}" for name in servers))
+            postgresql = " / ".join(f"{medians[name].postgresql_us:.0f}" for name in servers)
             cells.append(postgresql if backend == "postgresql" else "-")
             print(f"| {workload} | {backend} | " + " | ".join(cells) + " |")
     print("\nrounds (req/s):")
@@ -370,7 +384,19 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=5, help="per round, server, request")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--profile", metavar="DIR", help="py-spy ustun and the six-statement app")
+    parser.add_argument(
+        "--base",
+        metavar="SRC",
+        help="also load an earlier ustun in the same rounds: `ustun serve` with PYTHONPATH=SRC "
+        "(the src/ of a worktree: git worktree add /tmp/base <rev>)",
+    )
     args = parser.parse_args()
+    servers, peers = list(SERVERS), dict(PEERS)
+    starters = dict(STARTERS)
+    if args.base:
+        starters[BASE] = functools.partial(ustun, source=str(Path(args.base).resolve()))
+        servers.insert(servers.index("ustun"), BASE)
+        peers[BASE] = "base"
     if shutil.which("wrk") is None:
         raise SystemExit("needs wrk as the load generator: apt-get install wrk")
     backends = ["postgresql", "sqlite"] if args.backend == "both" else [args.backend]
@@ -379,7 +405,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ustun-request-path-") as name, ExitStack() as cleanup:
         tmp = Path(name)
         for backend in backends:
-            groups.append({name: STARTERS[name](backend, tmp, cleanup) for name in SERVERS})
+            groups.append({name: starters[name](backend, tmp, cleanup) for name in servers})
         for group in groups:
             for server in group.values():
                 seed(server)
@@ -397,7 +423,7 @@ def main() -> None:
                             file=sys.stderr,
                             flush=True,
                         )
-        report(groups, args)
+        report(groups, args, servers, peers)
         if args.profile:
             print()
             for workload in WORKLOADS:
