@@ -123,6 +123,9 @@ class Metrics:
             ["storage"],
             registry=r,
         )
+        # Each (method, route, status)'s labelled counter and histogram, found once: `labels()`
+        # looks them up under a lock on every call. No more entries than the registry's own.
+        self._http: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self.queue_probes: list[QueueProbe] = []
         self.job_probes: list[CountProbe] = []
         self._full: StorageFull | None = None
@@ -130,8 +133,14 @@ class Metrics:
 
     def observe_http(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one answered HTTP request and its latency."""
-        self.http_requests.labels(method, route, str(status)).inc()
-        self.http_duration.labels(method, route).observe(seconds)
+        labelled = self._http.get((method, route, status))
+        if labelled is None:
+            labelled = self._http[method, route, status] = (
+                self.http_requests.labels(method, route, str(status)),
+                self.http_duration.labels(method, route),
+            )
+        labelled[0].inc()
+        labelled[1].observe(seconds)
 
     def on_event(self, event: Event) -> None:
         """The instrumentation hook: turn a pillar's event into metrics."""
