@@ -76,6 +76,13 @@ def test_formats_an_imf_fixdate_and_reads_it_back() -> None:
     assert format_http_date(datetime(2026, 6, 1, tzinfo=UTC)) == "Mon, 01 Jun 2026 00:00:00 GMT"
 
 
+def test_a_year_before_1000_has_its_four_digits() -> None:
+    """date1 = day SP month SP year, year = 4DIGIT (RFC 9110 §5.6.7); strftime's %Y wrote 999."""
+    moment = datetime(999, 1, 1, tzinfo=UTC)
+    assert format_http_date(moment) == "Tue, 01 Jan 0999 00:00:00 GMT"
+    assert parse_http_date(format_http_date(moment)) == moment
+
+
 @given(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(9999, 12, 31)))
 def test_agrees_with_the_standard_library(moment: datetime) -> None:
     moment = moment.replace(tzinfo=UTC, microsecond=0)

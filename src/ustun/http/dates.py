@@ -87,7 +87,10 @@ def format_http_date(moment: datetime) -> str:
     """Render a moment as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), whole seconds."""
     moment = moment.astimezone(UTC)
     day = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")[moment.weekday()]
-    return f"{day}, {moment.day:02d} {MONTHS[moment.month - 1]} {moment:%Y %H:%M:%S} GMT"
+    return (
+        f"{day}, {moment.day:02d} {MONTHS[moment.month - 1]} {moment.year:04d} "
+        f"{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d} GMT"
+    )
 
 
 # date-time     = full-date "T" full-time     ; "T" and "Z" may be lower case, "T" a space (§5.6)
