@@ -159,7 +159,7 @@ def create_app(
         auth=Authenticator(database, cache=app.state.key_cache, failures=app.state.auth_failures),
         metrics=observed,
         openapi=app.openapi,
-        routes=app.routes,
+        router=app.router,
         refused=observed.refused,
         max_body=settings.max_body,
         rate=(

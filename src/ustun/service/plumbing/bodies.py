@@ -11,19 +11,19 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Request, params
 from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute, iter_route_contexts
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, BeforeValidator, ValidationError
 from starlette.routing import BaseRoute
 from starlette.types import Scope
 
 from ustun.errors import ProblemError
 from ustun.http.dates import RFC3339_EXAMPLE, parse_rfc3339
+from ustun.route_table import Entry, entries
 
 # Defined with the webhook endpoint's body, whose fields they are too; the service's other
 # bodies take them from here.
@@ -79,18 +79,22 @@ class JsonBodies:
     "Field required". Checked by the plumbing rather than as a dependency of every route, which
     FastAPI would solve on every request, a GET's too."""
 
-    def __init__(self, routes: Sequence[BaseRoute]) -> None:
-        self._routes = routes
-        self._table: list[tuple[re.Pattern[str], frozenset[str]]] | None = None
+    def __init__(self, router: Any) -> None:
+        self._router = router
+        self._source: list[Entry] | None = None
+        self._table: list[tuple[re.Pattern[str], frozenset[str]]] = []
         self._methods: frozenset[str] = frozenset()
 
     def refusal(self, scope: Scope, path: str) -> ProblemError | None:
         """The 415 for a request to such a route with a body of another media type, else None."""
-        if self._table is None:  # built on first use: routers are all included by then
+        routes = entries(self._router)
+        if routes is not self._source:  # read again when routes were added
+            self._source = routes
             self._table = [
-                (context.path_regex, frozenset(context.methods or ()))
-                for context in iter_route_contexts(self._routes)
-                if _reads_json(context.original_route)
+                (entry.regex, frozenset(entry.methods or ()))
+                for entry in routes
+                if entry.regex is not None
+                and _reads_json(getattr(entry.route, "original_route", entry.route))
             ]
             self._methods = frozenset().union(*(methods for _, methods in self._table))
         method = scope["method"]

@@ -8,30 +8,29 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from typing import Any
 
-from fastapi.routing import iter_route_contexts
-from starlette.routing import BaseRoute
 from starlette.types import Scope
+
+from ustun.route_table import entries
 
 
 class RouteMethods:
-    """The methods the routes of an app declare for a path, across every router included."""
+    """The methods the routes of an app's router declare for a path, across every router
+    included (`route_table`: the table the idempotency policy and the hot routes read)."""
 
-    def __init__(self, routes: Sequence[BaseRoute]) -> None:
-        self._routes = routes
-        self._table: list[tuple[re.Pattern[str], frozenset[str]]] | None = None
+    def __init__(self, router: Any) -> None:
+        self._router = router
 
     def declared(self, path: str) -> frozenset[str]:
         """Every method some route matching `path` declares (empty: no route has this path)."""
-        if self._table is None:  # built on first use: routers are all included by then
-            self._table = [
-                (context.path_regex, frozenset(context.methods))
-                for context in iter_route_contexts(self._routes)
-                if context.methods and getattr(context, "path_regex", None) is not None
-            ]
-        return frozenset().union(*(methods for regex, methods in self._table if regex.match(path)))
+        return frozenset().union(
+            *(
+                entry.methods
+                for entry in entries(self._router)
+                if entry.methods and entry.regex is not None and entry.regex.match(path)
+            )
+        )
 
     def allowed(self, path: str) -> frozenset[str]:
         """What `path` answers: its declared methods, and HEAD wherever GET is."""

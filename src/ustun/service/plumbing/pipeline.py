@@ -25,7 +25,6 @@ from urllib.parse import unquote_to_bytes
 import anyio
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ustun import clock, ids, logs, tracing
@@ -85,7 +84,8 @@ class Plumbing:
     """Everything between the server and the app, once per request (see the module).
 
     `auth`, `rate` and `slots` apply under `prefix` (`rate`/`slots` None: no limit);
-    `headers`: fixed headers by path prefix (`PrefixHeaders`).
+    `headers`: fixed headers by path prefix (`PrefixHeaders`); `router`: the app's, whose
+    routes declare the methods of a path and the bodies read as JSON.
     """
 
     def __init__(
@@ -95,7 +95,7 @@ class Plumbing:
         auth: Authenticator,
         metrics: Metrics,
         openapi: Callable[[], Mapping[str, Any]],
-        routes: Sequence[BaseRoute],
+        router: Any,
         refused: Callable[[Outage], None],
         max_body: int,
         rate: RequestRate | None = None,
@@ -107,8 +107,8 @@ class Plumbing:
         self.auth = auth
         self.metrics = metrics
         self.route_template = RouteTemplates(openapi)
-        self.methods = RouteMethods(routes)
-        self.bodies = JsonBodies(routes)
+        self.methods = RouteMethods(router)
+        self.bodies = JsonBodies(router)
         self.refused = refused
         self.max_body = max_body
         self.rate = rate
