@@ -22,6 +22,12 @@ class Entry(NamedTuple):
     regex: re.Pattern[str] | None
     methods: Collection[str] | None
 
+    @property
+    def original(self) -> Any:
+        """The route as declared: behind an included router's context, FastAPI's own route
+        (the one it puts in `scope["route"]`)."""
+        return getattr(self.route, "original_route", self.route)
+
 
 def matched(table: Sequence[Entry], scope: Scope) -> tuple[Entry, re.Match[str] | None] | None:
     """The entry of the first route in `table` (a router's `entries`) that fully matches the

@@ -93,8 +93,7 @@ class JsonBodies:
             self._table = [
                 (entry.regex, frozenset(entry.methods or ()))
                 for entry in routes
-                if entry.regex is not None
-                and _reads_json(getattr(entry.route, "original_route", entry.route))
+                if entry.regex is not None and _reads_json(entry.original)
             ]
             self._methods = frozenset().union(*(methods for _, methods in self._table))
         method = scope["method"]

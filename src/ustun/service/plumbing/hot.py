@@ -45,12 +45,12 @@ class HotRoutes:
                 self._checked = _check(table)
             hit = matched(table, scope)
             if hit is not None and hit[1] is not None:
-                route = hit[0].route
-                endpoint = route.endpoint
+                entry = hit[0]
+                endpoint = entry.route.endpoint
                 if getattr(endpoint, _MARK, False):
-                    convertors = route.param_convertors
+                    convertors = entry.route.param_convertors
                     params = {k: convertors[k].convert(v) for k, v in hit[1].groupdict().items()}
-                    scope["route"] = getattr(route, "original_route", route)
+                    scope["route"] = entry.original
                     scope["endpoint"] = endpoint
                     scope["path_params"] = params
                     response = await endpoint(request=Request(scope, receive, send), **params)
