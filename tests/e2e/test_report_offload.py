@@ -32,7 +32,7 @@ from ustun.store import Database
 pytestmark = pytest.mark.e2e
 ROWS = 6_000  # 10 to 40 s of rendering (fpdf2 takes 1.6 to 7 ms a row): 3 leases or more
 RATE = 20  # A's requests per second
-LEASE = 3  # seconds: the rendering takes ten times that or more
+LEASE = 3  # seconds: the rendering takes three times that or more (see ROWS)
 ALONE = 5.0  # seconds of A's requests alone before the report (after it: as long as it
 # rendered, up to a minute, as a long window of a busy machine has a longer tail)
 
